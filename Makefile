@@ -1,0 +1,47 @@
+# Two commands: `make book` builds the HTML book, `make test` runs every test.
+# Both create .venv and install requirements.txt into it on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-requirements
+
+.PHONY: setup book book-strict test dot clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+# Builds from the outputs stored in the notebooks: no graphviz needed.
+book: setup
+	$(VENV)/bin/jupyter-book build --quiet .
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+# The same, with every Sphinx warning an error (used by CI).
+book-strict: setup
+	$(VENV)/bin/jupyter-book build --all --warningiserror --keep-going --quiet .
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+# torchviz needs graphviz's `dot` to draw graphs when nbval re-runs them.
+dot:
+	@command -v dot >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
+	  else \
+	    echo "graphviz's 'dot' is missing: install it (Debian/Ubuntu: sudo apt-get install graphviz) and run 'make test' again." >&2; \
+	    exit 1; \
+	  fi; }
+
+# nbval (strict) over every notebook in _toc.yml, plus every test in tests/.
+test: setup dot
+	$(PY) -m pytest -p no:cacheprovider \
+	  --nbval --nbval-current-env --nbval-cell-timeout=300 \
+	  --nbval-sanitize-with tests/sanitize.cfg \
+	  $$($(PY) tests/book_files.py) tests/
+
+clean:
+	rm -rf _build

@@ -1,0 +1,105 @@
+"""The book's structure: toc, configuration, stored outputs."""
+import re
+
+import nbformat
+import pytest
+import yaml
+
+from book_files import BOOK, ROOT, toc_entries, toc_notebooks
+from nbexport import export_cells, load_exports
+
+
+def code_cells(notebook):
+    return [(i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
+
+
+def tags(cell):
+    return cell.metadata.get("tags", [])
+
+
+def test_every_toc_entry_exists_and_every_page_is_in_the_toc():
+    pages = {str(p.relative_to(ROOT).with_suffix(""))
+             for p in BOOK.iterdir() if p.suffix in (".md", ".ipynb")}
+    entries = set(toc_entries())
+    assert entries - pages == set(), "toc entries without a page"
+    assert pages - entries == set(), "pages missing from _toc.yml"
+
+
+def test_chapters_are_numbered_in_toc_order():
+    names = [p.name for p in toc_notebooks()]
+    assert names, "the toc lists no notebook"
+    numbers = [int(re.match(r"(\d\d)_", n).group(1)) for n in names]
+    assert numbers == list(range(1, len(names) + 1)), names
+
+
+def test_every_code_cell_has_a_stored_execution(notebooks):
+    missing = [f"{p.name} cell {i}" for p, nb in notebooks.items()
+               for i, c in code_cells(nb)
+               if c.source.strip() and c.execution_count is None]
+    assert missing == []
+
+
+def test_execution_counts_run_in_order(notebooks):
+    """Stored outputs come from one top-to-bottom run of a fresh kernel."""
+    for path, nb in notebooks.items():
+        counts = [c.execution_count for _, c in code_cells(nb)]
+        assert counts == list(range(1, len(counts) + 1)), path.name
+
+
+def test_failing_cells_are_tagged_and_keep_their_error(notebooks):
+    for path, nb in notebooks.items():
+        for i, cell in code_cells(nb):
+            has_error = any(o.output_type == "error" for o in cell.outputs)
+            tagged = "raises-exception" in tags(cell)
+            assert has_error == tagged, (
+                f"{path.name} cell {i}: error output {has_error}, "
+                f"raises-exception tag {tagged}")
+
+
+def test_first_code_cell_is_the_guarded_setup(notebooks):
+    for path, nb in notebooks.items():
+        _, first = code_cells(nb)[0]
+        assert "import torchviz" in first.source, path.name
+        assert "except ModuleNotFoundError" in first.source, path.name
+        assert "torch.manual_seed(" in first.source, path.name
+        printed = "".join(o.get("text", "") for o in first.outputs)
+        assert re.search(r"^torch \d+\.\d+", printed, re.M), path.name
+
+
+def test_no_machine_specific_text_in_stored_outputs(notebooks):
+    """Addresses and absolute paths would make nbval compare noise."""
+    for path, nb in notebooks.items():
+        text = nbformat.writes(nb)
+        assert "/work/" not in text, path.name
+        assert "/root/" not in text, path.name
+
+
+def test_config_renders_stored_outputs_and_links_colab():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["execute_notebooks"] in ("off", "cache")
+    assert config["execute"]["allow_errors"] is False
+    assert config["launch_buttons"]["colab_url"].startswith("https://colab")
+    assert config["html"]["use_repository_button"] is True
+    assert config["repository"]["url"].startswith("https://github.com/")
+    assert "PLACEHOLDER" in (ROOT / "_config.yml").read_text()
+
+
+def test_requirements_are_pinned():
+    lines = [l.strip() for l in (ROOT / "requirements.txt").read_text().splitlines()
+             if l.strip() and not l.startswith("#")]
+    assert lines and all(re.fullmatch(r"[\w.-]+==[\w.+-]+", l) for l in lines), lines
+    assert "torch==2.13.0" in lines
+    assert any(l.startswith("jupyter-book==1.0.") for l in lines)
+
+
+def test_export_loader_runs_the_tagged_cells():
+    chapter = load_exports("01_reproduce_the_error.ipynb")
+    assert chapter.outcome(lambda: None) == "works"
+    assert chapter.outcome(lambda: 1 / 0) == "ZeroDivisionError: division by zero"
+    with pytest.raises(TypeError, match="needs a function"):
+        chapter.outcome(42)
+
+
+def test_export_loader_refuses_what_is_not_there(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        export_cells("no_such_chapter.ipynb")

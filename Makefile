@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: setup book book-strict test dot clean
+.PHONY: setup book book-strict test dot bench clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ test: setup dot
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 \
 	  --nbval-sanitize-with tests/sanitize.cfg \
 	  $$($(PY) tests/book_files.py) tests/
+
+# Inference speed of dense vs pruned models (timings: not part of `make test`).
+bench: setup
+	$(PY) benchmarks/tnvp_speed.py
 
 clean:
 	rm -rf _build

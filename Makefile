@@ -36,8 +36,10 @@ dot:
 	    exit 1; \
 	  fi; }
 
-# nbval (strict) over every notebook in _toc.yml, plus every test in tests/.
-test: setup dot
+# nbval (strict) over every notebook in _toc.yml, plus every test in tests/
+# (the browser test reads the book that `book` builds; it is skipped, with
+# a message, where Chromium is not installed).
+test: setup dot book
 	$(PY) -m pytest -p no:cacheprovider \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 \
 	  --nbval-sanitize-with tests/sanitize.cfg \

@@ -103,3 +103,25 @@ def test_export_loader_runs_the_tagged_cells():
 def test_export_loader_refuses_what_is_not_there(tmp_path):
     with pytest.raises(FileNotFoundError):
         export_cells("no_such_chapter.ipynb")
+
+
+def test_github_workflows_test_and_publish_the_book():
+    workflows = ROOT / ".github" / "workflows"
+    test = yaml.safe_load((workflows / "test.yml").read_text())
+    pages = yaml.safe_load((workflows / "pages.yml").read_text())
+    test_steps = [s.get("run", s.get("uses", "")) for s in test["jobs"]["test"]["steps"]]
+    assert any("make test" in s for s in test_steps)
+    assert any("make book-strict" in s for s in test_steps)
+    assert pages["permissions"] == {"contents": "read", "pages": "write",
+                                    "id-token": "write"}
+    build = [s.get("uses", "") for s in pages["jobs"]["build"]["steps"]]
+    assert any(u.startswith("actions/upload-pages-artifact@") for u in build)
+    assert pages["jobs"]["build"]["steps"][-1]["with"]["path"] == "_build/html"
+    deploy = pages["jobs"]["deploy"]
+    assert deploy["needs"] == "build"
+    assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
+    for workflow in (test, pages):
+        # torch from the CPU index: the default wheel pulls CUDA, several GB
+        steps = [s.get("run", "") for job in workflow["jobs"].values()
+                 for s in job["steps"]]
+        assert any("torch==2.13.0" in s and "whl/cpu" in s for s in steps)

@@ -5,6 +5,7 @@ load, a broken image or an empty SVG, and on error output outside a cell
 that is meant to fail. Saves a full-page screenshot of each page under
 _build/screenshots/ to look at.
 """
+import os
 import shutil
 
 import pytest
@@ -13,7 +14,8 @@ from book_files import ROOT, toc_entries
 
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = (os.environ.get("CHROMIUM") or shutil.which("chromium")
+            or shutil.which("chromium-browser"))
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update",
          "--disable-sync"]

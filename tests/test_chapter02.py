@@ -1,0 +1,96 @@
+"""Chapter 2: the helpers that find and filter the raise site, and the stored evidence."""
+import nbformat
+import pytest
+import torch
+
+from book_files import BOOK
+from nbexport import load_exports
+
+ch = load_exports("02_where_the_error_is_raised.ipynb")
+
+SAMPLE_REPORT = """Function TBackward0 returned an invalid gradient at index 0 - got [10, 90]
+Exception raised from operator() at /__w/pytorch/pytorch/torch/csrc/autograd/input_metadata.cpp:64 (most recent call first):
+C++ CapturedTraceback:
+#4 std::_Function_handler<std::shared_ptr<c10::LazyValue<std::string> const> (), X>::_M_invoke(std::_Any_data const&) from Logging.cpp:0
+#7 torch::autograd::InputMetadata::maybe_reduce(unsigned long, at::Tensor, std::function<std::string (std::string const&)> const&) const::{lambda()#1}::operator()() const from input_metadata.cpp:0
+#8 torch::autograd::InputMetadata::maybe_reduce(unsigned long, at::Tensor) const from ??:0
+#9 void torch::autograd::validate_outputs_impl<torch::autograd::Edge>(std::vector<torch::autograd::Edge, std::allocator<torch::autograd::Edge> > const&) from engine.cpp:0
+#10 torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&) from ??:0
+#16 THPEngine_run_backward(_object*, _object*, _object*) from python_engine.cpp:0
+#17 cfunction_call from /tmp/python-build/Objects/methodobject.c:542
+"""
+
+
+def test_raise_site_reads_function_file_and_line():
+    assert ch.raise_site(SAMPLE_REPORT) == (
+        "operator()", "torch/csrc/autograd/input_metadata.cpp", 64)
+    assert ch.raise_site("no C++ trace here") is None
+    with pytest.raises(TypeError, match="error's text"):
+        ch.raise_site(None)
+
+
+def test_cpp_frames_drop_arguments_templates_and_foreign_frames():
+    assert ch.cpp_frames(SAMPLE_REPORT) == [
+        "torch::autograd::InputMetadata::maybe_reduce",
+        "torch::autograd::validate_outputs_impl<...>",
+        "torch::autograd::Engine::evaluate_function",
+        "THPEngine_run_backward"]
+    assert ch.frame_name("void a::f<b::C<int>>(int) const") == "a::f<...>"
+
+
+def test_the_engine_check_has_three_outcomes():
+    outcome = ch.returned_gradient_outcome
+    assert outcome([3], [3]) == ([3], [1.0])
+    assert outcome([3], [2, 3]) == ([3], [2.0])               # summed down
+    assert outcome([2, 3], [2, 1]).endswith(
+        "got [2, 1] but expected shape compatible with [2, 3]")
+    with pytest.raises(ValueError, match="sequence of ints"):
+        outcome([3], [-1])
+
+
+def pruned_layer_loss():
+    layer = torch.nn.Linear(100, 10)
+    x = 5 - torch.sum(layer(torch.ones(100)))
+    layer.weight.data = layer.weight.data[:, :90]
+    return x, 5 - torch.sum(layer(torch.ones(90)))
+
+
+def test_watching_gradients_logs_and_removes_its_hooks_even_on_error():
+    old_loss, loss = pruned_layer_loss()
+    with pytest.raises(RuntimeError, match="TBackward0 returned an invalid gradient"):
+        with ch.watching_gradients(loss.grad_fn) as log:
+            loss.backward(retain_graph=True)
+    assert "into    TBackward0: [[90, 10]]" in log
+    logged = len(log)
+    with pytest.raises(RuntimeError):
+        loss.backward()
+    assert len(log) == logged, "hooks were left on the graph"
+
+
+def test_watching_gradients_refuses_what_is_not_a_node():
+    with pytest.raises(TypeError, match="grad_fn node"):
+        with ch.watching_gradients(torch.ones(2)):
+            pass
+
+
+def test_show_source_lines_finds_the_t_entry_and_refuses_missing_text(capsys):
+    line = ch.show_source_lines(
+        "torchgen/packaged/autograd/derivatives.yaml", r"^- name: t\(Tensor", after=1)
+    printed = capsys.readouterr().out
+    assert f"{line:6}  - name: t(Tensor(a) self)" in printed
+    assert f"{line + 1:6}    self: grad.t()" in printed
+    with pytest.raises(LookupError):
+        ch.show_source_lines("torchgen/packaged/autograd/derivatives.yaml", "NO SUCH")
+    with pytest.raises(FileNotFoundError):
+        ch.show_source_lines("torch/no_such_file.h", "x")
+
+
+def test_stored_outputs_name_the_raise_site_and_link_it():
+    chapter = nbformat.read(BOOK / "02_where_the_error_is_raised.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for c in chapter.cells if c.cell_type == "code"
+                   for o in c.outputs)
+    assert "raised from operator() at torch/csrc/autograd/input_metadata.cpp:" in text
+    assert ("https://github.com/pytorch/pytorch/blob/v2.13.0/"
+            "torch/csrc/autograd/input_metadata.cpp#L") in text
+    assert "torch::autograd::validate_outputs_impl<...>" in text
+    assert "Error detected in TBackward0." in text

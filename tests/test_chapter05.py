@@ -1,0 +1,305 @@
+"""Chapter 5: TNVP's statistics, schedule, compensation and pruning step.
+
+The helpers are the chapter's own `export` cells (loaded with load_exports).
+"""
+import ast
+import copy
+import re
+
+import nbformat
+import pytest
+import torch
+from torch import nn
+
+from book_files import BOOK
+from nbexport import export_cells, load_exports
+
+NOTEBOOK = "05_variance_pruning.ipynb"
+ch = load_exports(NOTEBOOK)
+
+
+# --- streaming statistics -------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(20))
+def test_streaming_stats_equal_var_mean_of_the_concatenated_batches(seed):
+    generator = torch.Generator().manual_seed(seed)
+    neurons = int(torch.randint(1, 40, (), generator=generator))
+    sizes = torch.randint(1, 50, (int(torch.randint(1, 8, (), generator=generator)),),
+                          generator=generator).tolist()
+    batches = [torch.randn(n, neurons, generator=generator, dtype=torch.float64) * 5 + 2
+               for n in sizes]
+    stats = ch.RunningStats(neurons)
+    for batch in batches:
+        stats.update(batch)
+    variance, mean = torch.var_mean(torch.cat(batches), dim=0, correction=0)
+    assert stats.count.item() == sum(sizes)
+    assert torch.allclose(stats.mean, mean, rtol=0, atol=1e-10)
+    assert torch.allclose(stats.variance, variance, rtol=1e-10, atol=1e-10)
+
+
+def test_float32_batches_are_accumulated_in_float64():
+    batches = [torch.rand(100, 3) for _ in range(10)]
+    stats = ch.RunningStats(3)
+    for batch in batches:
+        stats.update(batch)
+    variance, mean = torch.var_mean(torch.cat(batches).double(), dim=0, correction=0)
+    assert stats.mean.dtype == torch.float64
+    assert torch.allclose(stats.variance, variance, rtol=0, atol=1e-12)
+    assert torch.allclose(stats.mean, mean, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("decay", [0.3, 0.9, 0.99])
+def test_decay_gives_exponentially_weighted_statistics(decay):
+    generator = torch.Generator().manual_seed(1)
+    batches = [torch.randn(n, 4, generator=generator, dtype=torch.float64)
+               for n in (3, 10, 1, 7, 20)]
+    stats = ch.RunningStats(4, decay=decay)
+    for batch in batches:
+        stats.update(batch)
+    weights = torch.cat([torch.full((len(b),), decay ** (len(batches) - 1 - t),
+                                    dtype=torch.float64) for t, b in enumerate(batches)])
+    values = torch.cat(batches)
+    mean = (weights[:, None] * values).sum(0) / weights.sum()
+    variance = (weights[:, None] * (values - mean) ** 2).sum(0) / weights.sum()
+    assert torch.allclose(stats.mean, mean, rtol=0, atol=1e-12)
+    assert torch.allclose(stats.variance, variance, rtol=0, atol=1e-12)
+
+
+def test_keep_only_keeps_the_statistics_of_the_kept_neurons():
+    batch = torch.randn(30, 6, dtype=torch.float64)
+    stats = ch.RunningStats(6)
+    stats.update(batch)
+    stats.keep_only(torch.tensor([1, 4]))
+    variance, mean = torch.var_mean(batch[:, [1, 4]], dim=0, correction=0)
+    assert torch.allclose(stats.mean, mean) and torch.allclose(stats.variance, variance)
+    stats.update(torch.randn(5, 2, dtype=torch.float64))   # the new width is accepted
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_neurons=0), "num_neurons"), (dict(num_neurons=2.0), "num_neurons"),
+    (dict(num_neurons=True), "num_neurons"),
+    (dict(num_neurons=3, decay=0.0), "decay"), (dict(num_neurons=3, decay=1.5), "decay"),
+])
+def test_running_stats_refuses_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ch.RunningStats(**kwargs)
+
+
+def test_running_stats_refuses_bad_batches_and_unchanged_on_error():
+    stats = ch.RunningStats(3)
+    with pytest.raises(RuntimeError, match="no batch"):
+        stats.variance
+    for bad in (torch.randn(4, 2), torch.randn(3), torch.randn(0, 3)):
+        with pytest.raises(ValueError, match=r"\[batch, 3\]"):
+            stats.update(bad)
+    assert stats.count.item() == 0 and torch.equal(stats.mean, torch.zeros(3).double())
+
+
+def test_tracker_records_training_batches_only_and_detaches():
+    layer = nn.ReLU()
+    tracker = ch.ActivationTracker(decay=1.0).attach({"h": layer})
+    layer.eval()
+    layer(torch.randn(5, 3))
+    assert "h" not in tracker.stats
+    layer.train()
+    layer(torch.randn(5, 3))
+    assert tracker.stats["h"].count.item() == 5
+    with pytest.raises(RuntimeError, match="already attached"):
+        tracker.attach({"h": layer})
+    tracker.detach()
+    layer(torch.randn(5, 3))
+    assert tracker.stats["h"].count.item() == 5
+    with pytest.raises(ValueError, match="decay"):
+        ch.ActivationTracker(decay=0)
+
+
+# --- schedule ---------------------------------------------------------------
+
+def test_schedule_of_the_chapter():
+    assert ch.pruning_schedule(256, 32, 0.25, 8, 2) == [
+        (8, 192), (10, 144), (12, 108), (14, 81), (16, 60), (18, 45), (20, 33), (22, 32)]
+    assert ch.pruning_schedule(256, 32, 0.5, 0, 3) == [(0, 128), (3, 64), (6, 32)]
+    assert ch.pruning_schedule(32, 32, 0.5, 0, 1) == []
+
+
+@pytest.mark.parametrize("start, target, fraction", [
+    (256, 32, 0.25), (100, 1, 0.01), (10, 9, 0.9), (1000, 3, 0.7), (7, 1, 0.5)])
+def test_schedule_shrinks_strictly_to_the_target_on_time(start, target, fraction):
+    schedule = ch.pruning_schedule(start, target, fraction, warmup=5, every=3)
+    epochs, widths = zip(*schedule)
+    assert list(epochs) == [5 + 3 * i for i in range(len(schedule))]
+    assert widths[-1] == target
+    assert all(a > b for a, b in zip((start,) + widths, widths))
+    assert all(b >= max(target, int((a * (1 - fraction)) // 1))
+               for a, b in zip((start,) + widths, widths))
+
+
+@pytest.mark.parametrize("args, message", [
+    ((256, 32, 0.0, 8, 2), "fraction"), ((256, 32, 1.0, 8, 2), "fraction"),
+    ((256, 32, -0.1, 8, 2), "fraction"), ((256, 32, 1.5, 8, 2), "fraction"),
+    ((256, 32, "0.5", 8, 2), "fraction"),
+    ((256, 0, 0.5, 8, 2), "target_width"), ((256, -3, 0.5, 8, 2), "target_width"),
+    ((256, 2.5, 0.5, 8, 2), "target_width"), ((16, 32, 0.5, 8, 2), "start_width"),
+    ((256, 32, 0.5, -1, 2), "warmup"), ((256, 32, 0.5, 8, 0), "every"),
+    ((256, 32, 0.5, 8, True), "every"),
+])
+def test_schedule_refuses_bad_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        ch.pruning_schedule(*args)
+
+
+# --- compensation and the pruning step --------------------------------------
+
+@pytest.mark.parametrize("seed", range(10))
+def test_compensation_equals_dense_with_removed_neurons_replaced_by_their_mean(seed):
+    torch.manual_seed(seed)
+    n_in, hidden, n_out = torch.randint(1, 20, (3,)).tolist()
+    hidden += 1
+    dense = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
+    x = torch.randn(64, n_in)
+    with torch.no_grad():
+        activations = dense[1](dense[0](x))
+    stats = ch.RunningStats(hidden)
+    stats.update(activations)
+    keep = torch.randperm(hidden)[:max(1, hidden // 2)].sort().values
+    removed = torch.ones(hidden, dtype=torch.bool)
+    removed[keep] = False
+    pruned = copy.deepcopy(dense)
+    ch.prune_neurons(pruned[0], pruned[2], keep, mean=stats.mean)
+    replaced = activations.clone()
+    replaced[:, removed] = stats.mean[removed].float()
+    with torch.no_grad():
+        assert torch.allclose(pruned(x), dense[2](replaced), rtol=0, atol=1e-5)
+
+
+def test_a_constant_neuron_is_pruned_without_changing_the_output():
+    torch.manual_seed(3)
+    dense = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    with torch.no_grad():
+        dense[0].weight[1] = 0.0
+        dense[0].bias[1] = 1.25
+    x = torch.randn(50, 5, dtype=torch.float64)
+    stats = ch.RunningStats(4)
+    with torch.no_grad():
+        stats.update(dense[1](dense[0](x)))
+    assert stats.variance[1].item() == 0.0
+    pruned = copy.deepcopy(dense)
+    ch.prune_neurons(pruned[0], pruned[2], [0, 2, 3], mean=stats.mean)
+    uncompensated = copy.deepcopy(dense)
+    ch.prune_neurons(uncompensated[0], uncompensated[2], [0, 2, 3])
+    with torch.no_grad():
+        assert torch.allclose(pruned(x), dense(x), rtol=0, atol=1e-14)
+        assert not torch.allclose(uncompensated(x), dense(x), atol=1e-3)
+
+
+def snapshot(model):
+    return [(name, p, p.detach().clone()) for name, p in model.named_parameters()]
+
+
+def unchanged(model, before):
+    return all(p is q and torch.equal(q, old) for (_, p, old), (_, q) in
+               zip(before, model.named_parameters()))
+
+
+@pytest.mark.parametrize("keep, mean, error", [
+    ([0, 0, 1], None, ValueError), ([], None, ValueError), ([0, 9], None, ValueError),
+    ([0.5], None, TypeError), ([0, 1], torch.zeros(3), ValueError),
+])
+def test_bad_prunes_raise_and_leave_the_model_untouched(keep, mean, error):
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    optimizer = torch.optim.Adam(model.parameters())
+    before = snapshot(model)
+    with pytest.raises(error):
+        ch.prune_neurons(model[0], model[2], keep, optimizer, mean)
+    assert unchanged(model, before)
+    assert model[0].out_features == 4
+
+
+def test_neurons_to_keep_refuses_unknown_criteria_and_widths():
+    layer = nn.Linear(3, 5)
+    with pytest.raises(ValueError, match="unknown criterion"):
+        ch.neurons_to_keep("taylor", layer, None, 2, None)
+    with pytest.raises(ValueError, match="width"):
+        ch.neurons_to_keep("row_norm", layer, None, 0, None)
+    keep = ch.neurons_to_keep("row_norm", layer, None, 2, None)
+    norms = layer.weight.detach().norm(dim=1)
+    assert keep.tolist() == sorted(norms.argsort(descending=True)[:2].tolist())
+
+
+@pytest.mark.parametrize("criterion, compensate", [
+    ("variance", True), ("variance", False), ("random", False), ("row_norm", True)])
+def test_a_prune_step_during_training_keeps_every_weight_training(criterion, compensate):
+    model = ch.make_mlp(0, hidden=16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    tracker = ch.ActivationTracker(0.9).attach(
+        {pair: model[act] for pair, (_, _, act) in enumerate(ch.PAIRS)})
+    x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    old_loss = nn.functional.cross_entropy(model(x), y)   # a graph left alive
+    ch.prune_step(model, optimizer, tracker, 5, criterion, compensate,
+                  torch.Generator().manual_seed(0))
+    assert ch.widths(model) == [5, 5]
+    assert [len(tracker.stats[p].mean) for p in (0, 1)] == [5, 5]
+    loss = nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer.step()
+    assert ch.every_weight_updated(model, optimizer, before)
+    assert old_loss.grad_fn is not None
+
+
+def test_every_weight_updated_catches_a_parameter_the_optimizer_lost():
+    model = ch.make_mlp(0, hidden=8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model[0].weight = nn.Parameter(model[0].weight.detach().clone())   # test3's trap
+    nn.functional.cross_entropy(model(torch.randn(4, 64)), torch.tensor([1, 2, 3, 4])
+                                ).backward()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer.step()
+    assert not ch.every_weight_updated(model, optimizer, before)
+
+
+def test_speed_line_format():
+    rows = [(1024, 10.0, 2.5, 10.1, 4.0, 3.87, 0.99)]
+    last = ch.format_speed_table(rows).splitlines()[-1]
+    assert re.fullmatch(r"tnvp-speed: batch 1024 measured \d+\.\d\dx ideal \d+\.\d\dx "
+                        r"ratio \d+\.\d\d", last), last
+    assert last == "tnvp-speed: batch 1024 measured 4.00x ideal 3.87x ratio 1.03"
+
+
+# --- the notebook itself ------------------------------------------------------
+
+def test_timing_cells_are_excluded_from_comparison_and_hold_no_assert():
+    notebook = nbformat.read(BOOK / NOTEBOOK, as_version=4)
+    timing = [c for c in notebook.cells if c.cell_type == "code"
+              and "speed_table(" in c.source and "def " not in c.source]
+    assert timing, "no cell shows the speed table"
+    for cell in timing:
+        assert cell.source.startswith("# NBVAL_IGNORE_OUTPUT")
+        assert "assert" not in cell.source
+
+
+def _functions(source):
+    tree = ast.parse(source)
+    return {node.name: ast.get_source_segment(source, node) for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.Assign)) and
+            hasattr(node, "name")} | {
+        node.targets[0].id: ast.get_source_segment(source, node) for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+
+
+def test_prune_linear_pair_is_chapter_4s_verbatim():
+    if not (BOOK / "04_every_way_out.ipynb").is_file():
+        pytest.skip("book/04_every_way_out.ipynb does not exist yet: nothing to compare")
+    theirs, ours = {}, {}
+    for _, source in export_cells("04_every_way_out.ipynb"):
+        theirs.update(_functions(source))
+    for _, source in export_cells(NOTEBOOK):
+        if "def prune_linear_pair(" in source:
+            ours.update(_functions(source))
+    assert "prune_linear_pair" in ours and "prune_linear_pair" in theirs
+    for name, source in ours.items():
+        assert theirs.get(name) == source, f"{name} differs from chapter 4's"

@@ -42,3 +42,23 @@ def test_intro_fix_gives_a_new_parameter_that_trains():
     x = 5 - torch.sum(layer(torch.ones(90)))     # the old x is still alive
     x.backward()
     assert layer.weight.grad.shape == (10, 90)
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+    lambda params: torch.optim.Adam(params, lr=0.1),
+], ids=["sgd-momentum", "adam"])
+def test_intro_del_x_leaves_an_optimizer_that_already_stepped_broken(make_optimizer):
+    """The intro: after `del x` the error is gone, but the next step fails."""
+    layer = torch.nn.Linear(100, 10)
+    optimizer = make_optimizer(layer.parameters())
+    x = 5 - torch.sum(layer(torch.ones(100)))
+    x.backward()
+    optimizer.step()
+    del x
+    layer.weight.data = layer.weight.data[:, :90]
+    layer.weight.grad.data = layer.weight.grad.data[:, :90]
+    x = 5 - torch.sum(layer(torch.ones(90)))
+    x.backward()                                 # the error is gone
+    with pytest.raises(RuntimeError, match="must match the size"):
+        optimizer.step()

@@ -169,3 +169,22 @@ def test_stored_pictures_show_the_nodes_and_the_mismatch():
     assert any("recorded [10, 100]" in svg and "[10, 90]" in svg for svg in annotated)
     assert any('stroke="red"' in svg for svg in annotated)
     assert any('stroke="red"' not in svg for svg in annotated)   # test2: healthy
+
+
+def loss_positions(dot):
+    """Horizontal places of the loss boxes' labels in the rendered picture."""
+    import re
+    svg = dot.pipe(format="svg").decode()
+    return {label: float(x) for x, label in
+            re.findall(r'x="([-\d.]+)"[^>]*>([^<]*loss[^<]*)</text>', svg)}
+
+
+def test_losses_are_drawn_left_to_right_in_the_order_named(test1_situation):
+    layer, old_loss, new_loss = test1_situation
+    params = dict(layer.named_parameters())
+    for names in (("old loss", "new loss"), ("new loss", "old loss")):
+        places = loss_positions(ch.annotated_graph((old_loss, new_loss), params, names))
+        assert places[names[0]] < places[names[1]], places
+    one = ch.annotated_graph(new_loss, params, ["only loss"])
+    assert list(loss_positions(one)) == ["only loss"]
+    assert not any("invis" in line for line in one.body)

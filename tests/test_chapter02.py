@@ -61,6 +61,9 @@ def test_watching_gradients_logs_and_removes_its_hooks_even_on_error():
         with ch.watching_gradients(loss.grad_fn) as log:
             loss.backward(retain_graph=True)
     assert "into    TBackward0: [[90, 10]]" in log
+    assert "out of  AddmmBackward0: [[10], None, [90, 10]]\n" \
+           "        next nodes recorded: [[10], None, [90, 10]]" in log
+    assert not any(entry.startswith("out of  TBackward0") for entry in log)
     logged = len(log)
     with pytest.raises(RuntimeError):
         loss.backward()
@@ -83,6 +86,28 @@ def test_show_source_lines_finds_the_t_entry_and_refuses_missing_text(capsys):
         ch.show_source_lines("torchgen/packaged/autograd/derivatives.yaml", "NO SUCH")
     with pytest.raises(FileNotFoundError):
         ch.show_source_lines("torch/no_such_file.h", "x")
+
+
+def test_show_source_lines_cuts_long_lines_to_width(tmp_path, capsys):
+    (tmp_path / "source.txt").write_text("short\n" + "x" * 200 + "\n")
+    ch.show_source_lines("source.txt", "short", after=1, root=tmp_path, width=40)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1] == "     1  short"
+    assert len(printed[2]) == 40 and printed[2].endswith("x…")
+    with pytest.raises(ValueError, match="width"):
+        ch.show_source_lines("source.txt", "short", root=tmp_path, width=5)
+
+
+def test_fold_error_splits_after_the_dash_and_keeps_the_text():
+    message = ("Function TBackward0 returned an invalid gradient at index 0 - "
+               "got [10, 90] but expected shape compatible with [10, 100]")
+    folded = ch.fold_error(message, indent="  ")
+    assert folded.splitlines() == [
+        "  Function TBackward0 returned an invalid gradient at index 0 -",
+        "  got [10, 90] but expected shape compatible with [10, 100]"]
+    assert ch.fold_error("no dash here") == "    no dash here"
+    with pytest.raises(TypeError, match="needs a str"):
+        ch.fold_error(None)
 
 
 def test_stored_outputs_name_the_raise_site_and_link_it():

@@ -1,7 +1,7 @@
 """Open every built page in headless Chromium, as a reader would.
 
 Fails on a JavaScript error, a console error, a local file that does not
-load, a broken image or an empty SVG, and on error output outside a cell
+load, a broken image or an empty SVG, a formula MathJax did not render, and on error output outside a cell
 that is meant to fail. Saves a full-page screenshot of each page under
 _build/screenshots/ to look at.
 """
@@ -34,8 +34,13 @@ BROKEN_MEDIA = """() => {
     const box = svg.getBoundingClientRect();
     if (box.width === 0 || box.height === 0) bad.push('empty svg');
   }
+  for (const math of document.querySelectorAll('span.math, div.math'))
+    if (!math.querySelector('mjx-container')) bad.push('unrendered math ' + math.textContent.slice(0, 40));
   return bad;
 }"""
+
+MATH_DONE = """() => !window.MathJax || !MathJax.startup ||
+  MathJax.startup.promise.then(() => true)"""
 
 STRAY_ERRORS = """() => Array.from(
   document.querySelectorAll('.cell_output .output.traceback, .cell_output .output.error'))
@@ -66,6 +71,8 @@ def test_page_renders_without_errors(browser, page_path):
             and problems.append(f"missing file: {request.url}"))
     page.goto((HTML / page_path).as_uri(), wait_until="load")
     page.wait_for_timeout(300)
+    if page.locator("span.math, div.math").count():
+        page.wait_for_function(MATH_DONE, timeout=20000)
     problems += page.evaluate(BROKEN_MEDIA)
     problems += [f"error output: {e}" for e in page.evaluate(STRAY_ERRORS)]
     SHOTS.mkdir(parents=True, exist_ok=True)

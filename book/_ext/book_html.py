@@ -70,7 +70,8 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree):
         if key not in seen:
             seen.add(key)
             scripts.append(script)
-    context["script_files"] = scripts
+    # In place: extensions that run later (MathJax) add to this very list.
+    context["script_files"][:] = scripts
 
 
 def setup(app):

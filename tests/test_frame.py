@@ -1,12 +1,20 @@
-"""Every chapter has the same frame: objectives, time, setup, summary,
-exercises with hidden solutions that a cell checks."""
+"""Every chapter has the same frame, readable in the book, in Jupyter and in
+Colab: objectives and time in a blockquote, sections marked core (with
+minutes) or optional, setup first, summary then exercises, answers folded
+in Colab's form view and in the book, checked by a cell, explained in
+`<details>`; plumbing folded; at least one prediction prompt; and no MyST-only
+markup in the notebooks (Jupyter and Colab show it as literal text)."""
+import copy
 import re
 
+import nbformat
 import pytest
 
 from book_files import toc_notebooks
 
 CHAPTERS = toc_notebooks()
+
+SECTION_MARK = re.compile(r" \((?:core, (\d+) min|optional)\)$")
 
 
 def markdown(notebook):
@@ -14,8 +22,52 @@ def markdown(notebook):
 
 
 def headings(notebook):
+    """The `## ` headings, in order."""
     return [line for text in markdown(notebook) for line in text.splitlines()
             if line.startswith("## ")]
+
+
+def bare(heading):
+    """'## Setup (core, 1 min)' -> 'Setup'."""
+    return SECTION_MARK.sub("", heading)[3:]
+
+
+def tags(cell):
+    return cell.metadata.get("tags", [])
+
+
+def exercise_cells(notebook):
+    start = next(i for i, c in enumerate(notebook.cells)
+                 if c.cell_type == "markdown"
+                 and re.search(r"^## Exercises", c.source, re.M))
+    return notebook.cells[start:]
+
+
+# MyST syntax that plain Markdown renderers (Jupyter, Colab) show as text.
+MYST_ONLY = [
+    ("role", re.compile(r"\{[A-Za-z][\w:.-]*\}`")),
+    ("directive", re.compile(r"^\s*(?::{3,}|`{3,}|~{3,})\s*\{[\w-]+\}", re.M)),
+    ("colon fence", re.compile(r"^\s*:{3,}\s*$", re.M)),
+    ("target", re.compile(r"^\s*\([\w.:-]+\)=\s*$", re.M)),
+    ("substitution", re.compile(r"\{\{[^}]*\}\}")),
+    ("comment", re.compile(r"^%\s", re.M)),
+    ("block break", re.compile(r"^\+\+\+", re.M)),
+    ("directive option", re.compile(r"^:[\w-]+:\s", re.M)),
+]
+PLAIN_FENCE = re.compile(r"^(`{3,}|~{3,})[^{\n]*\n.*?^\1\s*$", re.M | re.S)
+
+
+def myst_only_syntax(notebook):
+    """[(cell index, kind, text)] for each MyST-only construct in Markdown."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = PLAIN_FENCE.sub("", cell.source)  # plain code blocks may show anything
+        for kind, pattern in MYST_ONLY:
+            found += [(index, kind, m.group(0).strip())
+                      for m in pattern.finditer(text)]
+    return found
 
 
 @pytest.fixture(params=CHAPTERS, ids=[p.name for p in CHAPTERS])
@@ -23,43 +75,114 @@ def chapter(request, notebooks):
     return notebooks[request.param]
 
 
+def test_no_myst_only_markup_in_markdown_cells(chapter):
+    assert myst_only_syntax(chapter) == []
+
+
+def test_myst_check_finds_a_planted_doc_role_and_each_kind(notebooks):
+    notebook = nbformat.from_dict(nbformat.v4.new_notebook())
+    notebook.cells = [nbformat.v4.new_markdown_cell("See [chapter 2](02_x.ipynb).")]
+    assert myst_only_syntax(notebook) == []
+    planted = copy.deepcopy(next(iter(notebooks.values())))
+    planted.cells[-1].source += "\n\nSee {doc}`02_where_the_error_is_raised`."
+    assert [(k, t) for _, k, t in myst_only_syntax(planted)] == [("role", "{doc}`")]
+    for text, kind in [(":::{note}\nx\n:::", "directive"), ("(my-label)=\n# T", "target"),
+                       ("```{code-cell}\n1\n```", "directive"),
+                       ("a {term}`leaf <leaf tensor>`", "role"),
+                       ("```python\n{doc}`x`\n```", None)]:
+        notebook.cells[0].source = text
+        kinds = {k for _, k, _ in myst_only_syntax(notebook)}
+        assert (kind in kinds) if kind else kinds == set(), text
+
+
 def test_opens_with_title_objectives_and_time(chapter):
     first = chapter.cells[0]
     assert first.cell_type == "markdown"
     assert first.source.startswith("# ")
-    assert ":::{admonition} Learning objectives" in first.source
-    assert re.search(r"^- ", first.source, re.M), "objectives are a list"
-    assert re.search(r"Time: about \d+ minutes", first.source)
+    box = re.search(r"^> \*\*Learning objectives\*\*\n>\n> After this chapter you can:\n"
+                    r"((?:> - .+\n(?:>   .+\n)*)+)>\n> Time: about (\d+) minutes \(core sections\)\.$",
+                    first.source, re.M)
+    assert box, "objectives blockquote: title, list, then the time"
+
+
+def test_every_section_is_core_with_minutes_or_optional(chapter):
+    unmarked = [h for h in headings(chapter) if not SECTION_MARK.search(h)]
+    assert unmarked == []
+    assert "core" in headings(chapter)[0], "Setup is core"
+
+
+def test_core_minutes_add_up_to_the_stated_time(chapter):
+    stated = int(re.search(r"Time: about (\d+) minutes", chapter.cells[0].source)[1])
+    core = [int(m[1]) for h in headings(chapter)
+            if (m := SECTION_MARK.search(h)) and m[1]]
+    assert sum(core) == stated, (core, stated)
 
 
 def test_setup_section_comes_first(chapter):
-    assert headings(chapter)[0] == "## Setup"
+    assert bare(headings(chapter)[0]) == "Setup"
 
 
 def test_ends_with_summary_then_exercises(chapter):
-    titles = headings(chapter)
-    assert "## Summary" in titles and "## Exercises" in titles
-    assert titles.index("## Summary") < titles.index("## Exercises")
-    assert titles[-1] == "## Exercises"
+    titles = [bare(h) for h in headings(chapter)]
+    assert "Summary" in titles and "Exercises" in titles
+    assert titles.index("Summary") < titles.index("Exercises")
+    assert titles[-1] == "Exercises"
 
 
-def test_each_exercise_has_hidden_solution_check_and_explanation(chapter):
-    start = next(i for i, c in enumerate(chapter.cells)
-                 if c.cell_type == "markdown" and "## Exercises" in c.source)
-    cells = chapter.cells[start:]
+def test_has_a_prediction_prompt_before_a_code_cell(chapter):
+    cells = chapter.cells
+    prompts = [i for i, c in enumerate(cells) if c.cell_type == "markdown"
+               and re.search(r"^\*\*Predict\.\*\* ", c.source, re.M)]
+    assert prompts, "at least one paragraph starting **Predict.**"
+    assert all(any(c.cell_type == "code" for c in cells[i + 1:]) for i in prompts)
+
+
+def test_each_exercise_has_folded_solution_check_and_explanation(chapter):
+    cells = exercise_cells(chapter)
     prompts = [n for c in cells if c.cell_type == "markdown"
                for n in re.findall(r"^\*\*(\d+)\.\*\*", c.source, re.M)]
     assert 2 <= len(prompts) <= 4, prompts
     assert prompts == [str(n) for n in range(1, len(prompts) + 1)]
-    hidden = [c for c in cells if c.cell_type == "code"
-              and "hide-input" in c.metadata.get("tags", [])]
-    checks = [c for c in cells if c.cell_type == "code" and "assert" in c.source
-              and re.search(r'Exercise \d+: passed', c.source)]
-    explanations = re.findall(r":::\{dropdown\} Solution (\d+)",
-                              "\n".join(c.source for c in cells))
-    assert len(hidden) == len(prompts), "one hidden solution per exercise"
+    code = [c for c in cells if c.cell_type == "code"]
+    solutions = [c for c in code if "solution" in tags(c)]
+    checks = [c for c in code if "exercise-check" in tags(c)]
+    assert len(solutions) == len(checks) == len(prompts)
+    for n, cell in zip(prompts, solutions):
+        assert "hide-input" in tags(cell)
+        assert cell.source.startswith(f"# @title Solution {n} (double-click to show)\n")
+        assert cell.metadata.get("cellView") == "form"
+    # each solution is followed by its check
+    order = [("s" if "solution" in tags(c) else "c") for c in code
+             if {"solution", "exercise-check"} & set(tags(c))]
+    assert order == ["s", "c"] * len(prompts), order
+    for check in checks:
+        assert "assert" in check.source
+    explanations = re.findall(r"<details>\n<summary>Solution (\d+)</summary>\n\n",
+                              "\n".join(c.source for c in cells
+                                        if c.cell_type == "markdown"))
     assert explanations == prompts
+    assert "</details>" in "".join(markdown(chapter))
     printed = ["".join(o.get("text", "") for o in c.outputs) for c in checks]
     # A check may show what it looked at; its last line is the verdict.
     assert [p.strip().splitlines()[-1] for p in printed] == [
         f"Exercise {n}: passed" for n in prompts]
+
+
+def test_exercise_tags_only_in_the_exercises(chapter):
+    cells = exercise_cells(chapter)
+    before = chapter.cells[:len(chapter.cells) - len(cells)]
+    assert not [c for c in before if c.cell_type == "code"
+                and {"solution", "exercise-check"} & set(tags(c))]
+
+
+def test_folded_cells_fold_in_colab_and_in_the_book(chapter):
+    """hide-input (book) and the form view (Colab) go together, with a title."""
+    for index, cell in enumerate(chapter.cells):
+        if cell.cell_type != "code":
+            continue
+        folded = "hide-input" in tags(cell)
+        form = cell.metadata.get("cellView") == "form"
+        titled = re.match(r"# @title \S.*\n", cell.source) is not None
+        assert folded == form == titled, (
+            f"cell {index}: hide-input {folded}, cellView form {form}, "
+            f"# @title {titled}")

@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: setup book book-strict test dot bench clean
+.PHONY: setup book book-strict test dot bench versions clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,15 @@ test: setup dot book
 # Inference speed of dense vs pruned models (timings: not part of `make test`).
 bench: setup
 	$(PY) benchmarks/tnvp_speed.py
+
+# Every chapter run alone on each torch release (one venv at a time under
+# ../venvs, removed after its run unless KEEP=1; VERSIONS="2.5.1 2.9.1" picks
+# a subset), then facts read from each release's wheel. Both write the files
+# under book/_generated that book/versions.md includes; results are cached by
+# a hash of each chapter's code, so a rerun only runs what changed.
+versions: setup
+	nice -n 10 $(PY) scripts/torch_versions.py
+	nice -n 10 $(PY) scripts/wheel_facts.py
 
 clean:
 	rm -rf _build

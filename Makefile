@@ -60,3 +60,9 @@ versions: setup
 
 clean:
 	rm -rf _build
+
+# The student edition: book/student/NN_*.ipynb from the chapters, answers
+# left to the student (scripts/student_edition.py). Commit the result.
+.PHONY: student
+student: setup
+	$(PY) scripts/student_edition.py

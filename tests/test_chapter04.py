@@ -305,3 +305,121 @@ def test_stored_table_recommends_only_the_swapped_in_parameter():
     recommended = [row[0] for row in rows if row[-1] == "yes"]
     assert recommended == ["new_parameter_swapped_in"]
     assert "RESET_GRAD_ACCUMULATOR = {\"set_\", \"resize_\"}" in text
+
+
+# --- edges: ties, several optimizers, LBFGS, inference mode, a layer between ---
+
+def three_layers(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 5), nn.Tanh(),
+                         nn.Linear(5, 2))
+
+
+@pytest.mark.parametrize("pass_model", [False, True])
+def test_a_tied_parameter_is_refused_and_nothing_changes(pass_model):
+    model = three_layers()
+    twin = nn.Linear(4, 6)
+    twin.weight = model[0].weight                      # tied: one tensor, two users
+    owner = nn.ModuleDict({"model": model, "twin": twin})
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="tied"):
+        ch.prune_linear_pair(model[0], model[2], [0, 2, 4],
+                             **({"model": owner} if pass_model else {}))
+    assert_unchanged([model], before)
+    assert twin.weight is model[0].weight and model[0].out_features == 6
+
+
+def test_a_list_of_optimizers_is_accepted_and_every_weight_keeps_training():
+    model = three_layers()
+    matrices = [p for p in model.parameters() if p.dim() == 2]
+    vectors = [p for p in model.parameters() if p.dim() == 1]
+    sgd = torch.optim.SGD(matrices, lr=0.1, momentum=0.9)
+    adam = torch.optim.Adam(vectors, lr=0.01)
+    inputs = torch.randn(8, 4)
+    model(inputs).square().sum().backward()
+    sgd.step(); adam.step()
+    ch.prune_linear_pair(model[0], model[2], [1, 3, 5], [sgd, adam])
+    assert {id(p) for p in sgd.param_groups[0]["params"]} == {
+        id(p) for p in model.parameters() if p.dim() == 2}
+    assert {id(p) for p in adam.param_groups[0]["params"]} == {
+        id(p) for p in model.parameters() if p.dim() == 1}
+    assert adam.state[model[0].bias]["exp_avg"].shape == (3,)
+    assert sgd.state[model[2].weight]["momentum_buffer"].shape == (5, 3)
+    before = [p.detach().clone() for p in model.parameters()]
+    sgd.zero_grad(); adam.zero_grad()
+    (model(inputs) - 1).square().sum().backward()
+    sgd.step(); adam.step()
+    assert all(bool((p != b).all()) for p, b in zip(model.parameters(), before))
+
+
+def test_an_optimizer_left_out_is_refused_and_nothing_changes():
+    model = three_layers()
+    sgd = torch.optim.SGD([p for p in model.parameters() if p.dim() == 2], lr=0.1)
+    adam = torch.optim.Adam([p for p in model.parameters() if p.dim() == 1])
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="not passed"):
+        ch.prune_linear_pair(model[0], model[2], [1, 3, 5], sgd)
+    assert_unchanged([model], before)
+    assert adam.param_groups[0]["params"][0] is model[0].bias
+
+
+def test_lbfgs_is_refused_up_front_even_for_a_pair_without_its_first_parameter():
+    model = three_layers()
+    lbfgs = torch.optim.LBFGS(model.parameters(), history_size=3, max_iter=2)
+    inputs = torch.randn(8, 4)
+
+    def closure():
+        lbfgs.zero_grad()
+        value = model(inputs).square().mean()
+        value.backward()
+        return value
+
+    lbfgs.step(closure)
+    before = snapshot(model)
+    with pytest.raises(TypeError, match="LBFGS"):
+        ch.prune_linear_pair(model[2], model[4], [0, 1, 2], lbfgs)
+    assert_unchanged([model], before)
+    lbfgs.step(closure)                                # still usable
+
+
+@pytest.mark.parametrize("mode", [torch.inference_mode, torch.no_grad])
+def test_find_stale_accumulators_works_under_inference_mode_and_no_grad(mode):
+    layer, x = make_test1_situation(100, 10, 90)
+    with mode():
+        stale = ch.find_stale_accumulators(layer)
+    assert [(s.name, s.recorded[0], s.current[0]) for s in stale] == [
+        ("weight", [10, 100], [10, 90])]
+    del x
+
+
+def test_prune_under_inference_mode_gives_parameters_that_train():
+    model = three_layers()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.inference_mode():
+        ch.prune_linear_pair(model[0], model[2], [0, 1, 2], optimizer)
+    assert not any(p.is_inference() for p in model.parameters())
+    model(torch.randn(3, 4)).sum().backward()
+    assert model[0].weight.grad.shape == (3, 4)
+
+
+@pytest.mark.parametrize("between", [
+    lambda: nn.BatchNorm1d(6), lambda: nn.LayerNorm(6), lambda: nn.PReLU(6)],
+    ids=["BatchNorm1d", "LayerNorm", "PReLU"])
+@pytest.mark.parametrize("pass_model", [False, True])
+def test_a_per_feature_layer_between_the_pair_is_refused(between, pass_model):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), between(), nn.Tanh(), nn.Linear(6, 2))
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="between first and second"):
+        ch.prune_linear_pair(model[0], model[3], [0, 2, 4],
+                             **({"model": model} if pass_model else {}))
+    assert_unchanged([model], before)
+    model.eval()
+    assert model(torch.randn(3, 4)).shape == (3, 2)    # still runs
+
+
+def test_a_layer_without_per_feature_tensors_between_is_fine():
+    model = nn.Sequential(nn.Linear(4, 6), nn.PReLU(), nn.Dropout(0.0),
+                          nn.Linear(6, 2))
+    ch.prune_linear_pair(model[0], model[3], [0, 2, 4])
+    assert model(torch.randn(3, 4)).shape == (3, 2)

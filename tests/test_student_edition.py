@@ -77,6 +77,15 @@ def test_stub_keeps_signatures_and_names_only():
         student_edition.stub("print(1)\n", 1)
 
 
+def test_chapter_pages_link_the_student_edition_in_colab():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from book_html import student_docname
+    assert student_docname("book/01_reproduce_the_error") == (
+        "book/student/01_reproduce_the_error")
+    for path in CHAPTERS:
+        assert (ROOT / f"{student_docname(f'book/{path.stem}')}.ipynb").is_file()
+
+
 def with_answers_put_back(student, book):
     """The student notebook with, after each check, the book's answer and the
     check again (tagged `restored`)."""

@@ -301,3 +301,13 @@ def test_prune_linear_pair_is_chapter_4s_verbatim():
     assert "prune_linear_pair" in ours and "prune_linear_pair" in theirs
     for name, source in ours.items():
         assert theirs.get(name) == source, f"{name} differs from chapter 4's"
+
+
+@pytest.mark.parametrize("keep", [[0, 9], [0, -9]])
+def test_out_of_range_keep_raises_value_error_with_or_without_mean(keep):
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    before = snapshot(model)
+    for mean in (None, torch.zeros(4)):
+        with pytest.raises(ValueError, match="out of range"):
+            ch.prune_neurons(model[0], model[2], keep, None, mean)
+        assert unchanged(model, before)

@@ -61,25 +61,34 @@ client = NotebookClient(notebook, timeout=900, kernel_name="python3",
                         resources={"metadata": {"path": "."}})
 result = {"status": "pass"}
 start = time.monotonic()
+FAILING_LINE = nbformat.v4.new_code_cell(
+    "import sys, traceback\n"
+    "frames = [f for f in traceback.extract_tb(sys.last_traceback)\n"
+    "          if not f.filename.endswith('interactiveshell.py')]\n"
+    "print(frames[0].lineno if frames else 0)")
 try:
-    client.execute()
-except CellExecutionError as error:
-    result["status"] = "fail"
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code" or "raises-exception" in cell.metadata.get("tags", []):
-            continue
-        for output in cell.get("outputs", []):
-            if output.output_type == "error":
+    with client.setup_kernel():
+        for index, cell in enumerate(notebook.cells):
+            try:
+                client.execute_cell(cell, index)
+            except CellExecutionError:
+                result["status"] = "fail"
                 result["cell"] = index + 1
-                result["error"] = f"{output.ename}: {output.evalue}".strip()
+                error = next(o for o in cell.outputs if o.output_type == "error")
+                result["error"] = f"{error.ename}: {error.evalue}".strip()
+                try:  # the line of the cell that raised
+                    notebook.cells.append(FAILING_LINE)
+                    client.execute_cell(FAILING_LINE, len(notebook.cells) - 1)
+                    notebook.cells.pop()
+                    number = int(FAILING_LINE.outputs[0]["text"].split()[-1])
+                    if 0 < number <= len(cell.source.splitlines()):
+                        result["line"] = cell.source.splitlines()[number - 1].strip()
+                except Exception:
+                    pass
                 break
-        if "cell" in result:
-            break
-    if "cell" not in result:
-        result["error"] = str(error).strip().splitlines()[-1]
 except Exception as error:  # a timeout or a dead kernel
     result["status"] = "fail"
-    result["error"] = f"{type(error).__name__}: {error}".strip()
+    result["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0]
 result["seconds"] = round(time.monotonic() - start, 1)
 
 
@@ -285,6 +294,8 @@ def write_table(data, path, releases):
             where = f"cell {result['cell']}: " if "cell" in result else ""
             first = result["error"].splitlines()[0] if result["error"] else ""
             lines_note = f"{where}`{first[:160]}`"
+            if result.get("line"):
+                lines_note += f" at `{result['line'][:120]}`"
         else:
             index, text = result["new_stderr"][0]
             lines_note = f"passes, but prints on stderr in cell {index}: `{text[:160]}`"
@@ -326,11 +337,12 @@ def main():
     args = parser.parse_args()
     releases = args.versions.split()
     table = args.table or (TABLE if args.results == RESULTS else None)
-    notebooks = ([Path(p).resolve() for p in args.notebooks] if args.notebooks
-                 else toc_notebooks())
     data = load(args.results)
     failures = []
     for release in releases:
+        # read for each release: chapters added meanwhile are run on the next ones
+        notebooks = ([Path(p).resolve() for p in args.notebooks] if args.notebooks
+                     else toc_notebooks())
         row = data.setdefault(release, {"chapters": {}})
         todo = [nb for nb in notebooks
                 if row["chapters"].get(nb.stem, {}).get("key") != notebook_key(nb)]
@@ -356,6 +368,7 @@ def main():
                         write_table(data, table, releases)
                     print(f"torch {release}: {nb.stem}: {result['status']} "
                           f"{result.get('cell', '')} {result.get('error', '')} "
+                          f"{result.get('line', '')} "
                           f"({result['seconds']} s)".rstrip(), flush=True)
                     for index, text in result.get("new_stderr", []):
                         print(f"    new stderr in cell {index}: {text}", flush=True)

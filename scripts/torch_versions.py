@@ -185,15 +185,15 @@ def pip_environment(release):
     return env
 
 
-def check_disk(folder):
+def check_disk(folder, needed):
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free / 1e9
-    if free < FREE_GB_NEEDED:
+    if free < needed:
         sys.exit(f"only {free:.0f} GB free under {folder}; a torch venv needs "
-                 f"about {FREE_GB_NEEDED} GB with pip's cache")
+                 f"{needed} GB (a CUDA build of torch with its nvidia-* wheels)")
 
 
-def build_venv(release, venv_root, python):
+def build_venv(release, venv_root, python, torch_index=None, free_gb=FREE_GB_NEEDED):
     venv = venv_root / f"torch-{release}"
     interpreter = venv / "bin" / "python"
     if interpreter.exists():
@@ -202,13 +202,15 @@ def build_venv(release, venv_root, python):
         if probe.returncode == 0 and probe.stdout.strip().split("+")[0] == release:
             return venv
         shutil.rmtree(venv)
-    check_disk(venv_root)
+    check_disk(venv_root, free_gb)
     subprocess.run([python, "-m", "venv", venv], check=True)
     env = pip_environment(release)
-    subprocess.run([interpreter, "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-                   check=True, env=env)
-    subprocess.run([interpreter, "-m", "pip", "install", "--quiet",
-                    f"torch=={release}", *pins()], check=True, env=env)
+    pip = [interpreter, "-m", "pip", "install", "--quiet"]
+    subprocess.run(pip + ["--upgrade", "pip"], check=True, env=env)
+    if torch_index:  # e.g. PyTorch's own index of CPU builds
+        subprocess.run(pip + ["--index-url", torch_index, f"torch=={release}"],
+                       check=True, env=env)
+    subprocess.run(pip + [f"torch=={release}", *pins()], check=True, env=env)
     return venv
 
 
@@ -285,10 +287,7 @@ def write_table(data, path, releases):
             if result["key"] != keys[nb.stem]:
                 text += " (older version of the chapter)"
             cells.append(text)
-        build = row.get("probe", {})
-        name = release + (f" (CUDA {build['cuda_build']} build)" if build.get("cuda_build")
-                          else " (CPU build)" if build else "")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {release} | " + " | ".join(cells) + " |")
     for number, (release, stem, result) in enumerate(notes, 1):
         if result["status"] != "pass":
             where = f"cell {result['cell']}: " if "cell" in result else ""
@@ -311,8 +310,22 @@ def write_table(data, path, releases):
         "raised an error it was not tagged to raise; the seconds are the run's "
         "wall time on a shared 2-core machine."
         + (f" Python {', '.join(pythons)}." if pythons else "")
-        + (f" Runs from {dates[0]} to {dates[-1]}." if dates else ""),
+        + (f" Run on {dates[0]}." if len(dates) == 1
+           else f" Runs from {dates[0]} to {dates[-1]}." if dates else ""),
     ]
+    probes = [(release, data[release]["probe"]) for release in shown
+              if data[release].get("probe")]
+    if probes:
+        footer += ["", "Read live in each release's venv (the same run):", "",
+                   "| torch | build | `nn.Linear(3, 2)(torch.ones(3))`'s graph | "
+                   "`get_gradient_edge` | `Node._input_metadata` |",
+                   "| --- | --- | --- | --- | --- |"]
+        yes = lambda value: "yes" if value else "no"
+        for release, probe in probes:
+            build = f"CUDA {probe['cuda_build']}" if probe.get("cuda_build") else "CPU"
+            footer.append(f"| {probe['torch']} | {build} | `{probe['linear_1d']}` | "
+                          f"{yes(probe['get_gradient_edge'])} | "
+                          f"{yes(probe['_input_metadata'])} |")
     text = "\n".join(lines + ([""] + notes if notes else []) + footer) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -332,13 +345,18 @@ def main():
     parser.add_argument("--keep", action="store_true", default=os.environ.get("KEEP") == "1",
                         help="keep each release's venv after its run")
     parser.add_argument("--notebooks", nargs="*", help="only these notebooks (default: the toc's)")
+    parser.add_argument("--torch-index", default=os.environ.get("TORCH_INDEX"),
+                        help="install torch from this package index (default: PyPI)")
+    parser.add_argument("--min-free-gb", type=float, default=FREE_GB_NEEDED,
+                        help="refuse to build a venv with less free disk than this")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 if a chapter fails or prints new text on stderr")
     args = parser.parse_args()
     releases = args.versions.split()
     table = args.table or (TABLE if args.results == RESULTS else None)
     data = load(args.results)
-    failures = []
+    failures, passed = [], 0
+    started_all = time.monotonic()
     for release in releases:
         # read for each release: chapters added meanwhile are run on the next ones
         notebooks = ([Path(p).resolve() for p in args.notebooks] if args.notebooks
@@ -351,7 +369,8 @@ def main():
         else:
             started = time.monotonic()
             print(f"torch {release}: building the venv", flush=True)
-            venv = build_venv(release, args.venv_root, args.python)
+            venv = build_venv(release, args.venv_root, args.python,
+                              args.torch_index, args.min_free_gb)
             print(f"torch {release}: venv ready in {time.monotonic() - started:.0f} s", flush=True)
             try:
                 probe = subprocess.run([venv / "bin" / "python", "-c", PROBE],
@@ -379,10 +398,14 @@ def main():
             result = row["chapters"].get(nb.stem, {})
             if result.get("status") != "pass" or result.get("new_stderr"):
                 failures.append(f"{release} {nb.stem}")
+            else:
+                passed += 1
     save(data, args.results)
     if table:
         write_table(data, table, releases)
-    print("failed or new stderr: " + (", ".join(failures) if failures else "none"))
+    print(f"wall time {time.monotonic() - started_all:.0f} s; failed or new stderr: "
+          + (", ".join(failures) if failures else "none"))
+    print(f"chapters: {passed} passed, {len(failures)} failed")
     sys.exit(1 if failures and args.strict else 0)
 
 

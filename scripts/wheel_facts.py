@@ -174,14 +174,19 @@ def write_table(data, path):
             ("`InputMetadata::maybe_reduce`", lambda f: f["maybe_reduce"]),
             ("`validate_outputs_impl`", lambda f: f["validate_outputs_impl"]),
             ("two `try_get_grad_accumulator` overloads",
-             lambda f: len(f["try_get_grad_accumulator"]) == 2)]:
+             lambda f: len(f["try_get_grad_accumulator"]) == 2),
+            ("`grad_accumulator_` held as a `c10::weak_intrusive_ptr<Node>` "
+             "(a `std::weak_ptr<Node>` before)",
+             lambda f: "weak_intrusive_ptr" in (f["accumulator_field"] or ""))]:
         release, before = first(data, releases, test)
+        minor = lambda r: ".".join(r.split(".")[:2])
         if release is None:
             summary.append(f"- {what}: not in the newest wheel read ({before}).")
         elif before is None:
             summary.append(f"- {what}: in every wheel read, from {release} on.")
         else:
-            summary.append(f"- {what}: first in **{release}** (not in {before}).")
+            summary.append(f"- {what}: first in **torch {minor(release)}** (the {release} "
+                           f"wheel has it, the {before} wheel has not).")
     text = ("\n".join(summary) + "\n\n" + "\n".join(lines) + "\n\n"
             "Read by `scripts/wheel_facts.py` from each release's Linux x86-64 wheel on "
             "PyPI: " + ", ".join(f"`{data[r]['wheel']}`" for r in releases) + ".\n")

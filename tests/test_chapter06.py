@@ -1,0 +1,371 @@
+"""Chapter 6: the diagnosis of any "invalid gradient", who holds a graph, and
+structural pruning through BatchNorm. The helpers come from the chapter's
+`export` cells."""
+import copy
+import re
+
+import nbformat
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from torch import nn
+
+from book_files import BOOK
+from nbexport import load_exports
+
+NOTEBOOK = "06_any_layer_any_node.ipynb"
+ch = load_exports(NOTEBOOK)
+FAST = settings(max_examples=25, derandomize=True, deadline=None)
+
+
+def failing_backward(output):
+    with pytest.raises(RuntimeError, match="invalid gradient") as caught:
+        output.backward()
+    return caught.value
+
+
+# --- reading the message ------------------------------------------------------
+
+def test_parse_reads_node_index_and_both_shapes_old_and_new_spellings():
+    new = ("Function ConvolutionBackward0 returned an invalid gradient at index 1 - "
+           "got [4, 5, 3, 3] but expected shape compatible with [4, 8, 3, 3]")
+    old = ("Function CatBackward returned an invalid gradient at index 0 - got "
+           "[84, 256, 3, 3, 6] but expected shape compatible with [84, 256, 3, 3, 8] "
+           "(validate_outputs at /pytorch/torch/csrc/autograd/engine.cpp:472)")
+    assert ch.parse_invalid_gradient(new) == (
+        "ConvolutionBackward0", 1, [4, 5, 3, 3], [4, 8, 3, 3])
+    assert ch.parse_invalid_gradient(RuntimeError(old)) == (
+        "CatBackward", 0, [84, 256, 3, 3, 6], [84, 256, 3, 3, 8])
+    scalar = ch.parse_invalid_gradient(
+        "Function X returned an invalid gradient at index 2 - got [] but "
+        "expected shape compatible with [1]")
+    assert (scalar.got, scalar.expected) == ([], [1])
+
+
+def test_parse_refuses_other_messages_and_types():
+    with pytest.raises(ValueError, match="not an 'invalid gradient' message"):
+        ch.parse_invalid_gradient("The size of tensor a (100) must match")
+    with pytest.raises(TypeError):
+        ch.parse_invalid_gradient(42)
+
+
+def make_test1_situation():
+    layer = nn.Linear(100, 10)
+    old = 5 - torch.sum(layer(torch.ones(100)))
+    layer.weight.data = layer.weight.data[:, :90]
+    new = 5 - torch.sum(layer(torch.ones(90)))
+    return layer, old, new
+
+
+def test_diagnosis_of_test1_is_a_stale_weight():
+    layer, old, new = make_test1_situation()
+    error = failing_backward(new)
+    diagnosis = ch.diagnose_invalid_gradient(error, new, layer)
+    assert diagnosis.cause == "stale accumulator"
+    assert diagnosis.tensor == "parameter 'weight'"
+    assert (diagnosis.recorded, diagnosis.current) == ([10, 100], [10, 90])
+    assert "A new optimizer does not help" in str(diagnosis)
+    without_model = ch.diagnose_invalid_gradient(error, [new])
+    assert without_model.cause == "stale accumulator"
+    assert without_model.tensor == "parameter 'an unnamed leaf of shape [10, 90]'"
+
+
+class DropsColumns(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight):
+        return weight * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[:, :-2] * 2
+
+
+def test_a_custom_function_is_blamed_not_a_stale_accumulator_elsewhere():
+    layer = nn.Linear(5, 4)
+    old = layer(torch.ones(5)).sum()
+    layer.bias.data = layer.bias.data[:2]          # stale, but not on the edge
+    penalty = DropsColumns.apply(layer.weight).sum()
+    diagnosis = ch.diagnose_invalid_gradient(failing_backward(penalty), penalty, layer)
+    assert diagnosis.cause == "custom autograd.Function"
+    assert diagnosis.tensor == "parameter 'weight'"
+    assert diagnosis.recorded == diagnosis.current == [4, 5]
+    del old
+
+
+def test_a_reused_non_leaf_is_not_called_a_stale_accumulator():
+    weight = nn.Parameter(torch.randn(8, 4))
+    cached = weight * 1.0
+    cached.data = cached.data[:6]
+    total = cached.sum()
+    diagnosis = ch.diagnose_invalid_gradient(failing_backward(total), total)
+    assert diagnosis.cause == "reused non-leaf"
+    assert diagnosis.current is None and diagnosis.recorded == [8, 4]
+
+
+def test_a_broadcast_parameter_is_found_through_the_add():
+    shift = nn.Parameter(torch.zeros(8))
+    activations = torch.randn(5, 2, 8)
+    old = (activations + shift).sum()
+    shift.data = shift.data[:6]
+    new = (torch.randn(5, 2, 6) + shift).sum()
+    diagnosis = ch.diagnose_invalid_gradient(failing_backward(new), new)
+    assert diagnosis.error[:2] == ("AddBackward0", 1)
+    assert diagnosis.cause == "stale accumulator" and diagnosis.current == [6]
+    del old
+
+
+def test_a_node_not_in_the_outputs_graph_is_reported_unknown():
+    layer, old, new = make_test1_situation()
+    error = failing_backward(new)
+    unrelated = nn.Linear(2, 2)(torch.ones(2)).sum()
+    diagnosis = ch.diagnose_invalid_gradient(error, unrelated)
+    assert diagnosis.cause == "unknown"
+    with pytest.raises(TypeError):
+        ch.diagnose_invalid_gradient(error, "loss")
+    with pytest.raises(TypeError):
+        ch.diagnose_invalid_gradient(error, new, model="model")
+
+
+# --- who holds the graph ------------------------------------------------------
+
+def test_graph_holders_names_a_list_a_dict_and_a_closure_then_nothing():
+    model = nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    namespace = {}
+    namespace["losses"] = [model(x).sum() for _ in range(2)]
+    prediction = model(x)
+    namespace["outputs"] = {"prediction": prediction}
+    del prediction
+
+    def make_report():
+        out = model(x).mean()
+        return lambda: float(out)
+
+    namespace["report"] = make_report()
+    lines = ch.graph_holders(model.weight, namespace)
+    text = "\n".join(lines)
+    assert "list 'losses'[0] (of 2 items)" in text and "list 'losses'[1]" in text
+    assert "dict 'outputs'['prediction']" in text
+    assert "closure variable 'out' of function '<lambda>'" in text
+    assert len(lines) == 4
+    namespace.clear()
+    assert ch.graph_holders(model.weight, namespace) == []
+
+
+def test_graph_holders_sees_a_traceback_and_refuses_non_leaves():
+    model = nn.Linear(3, 2)
+
+    def failing_step():
+        loss_value = model(torch.ones(3)).sum()
+        raise ValueError("stop")
+
+    try:
+        failing_step()
+    except ValueError as error:
+        kept = error
+    assert any("frame of 'failing_step' (kept alive by a traceback)" in line
+               for line in ch.graph_holders(model.weight, {}))
+    del kept
+    assert ch.graph_holders(model.weight, {}) == []
+    with pytest.raises(TypeError):
+        ch.graph_holders(model.weight * 2, {})
+
+
+# --- structural pruning ---------------------------------------------------------
+
+@st.composite
+def conv_networks(draw):
+    """conv -> BatchNorm2d (running stats set) -> ReLU -> conv, and a keep set."""
+    seed = draw(st.integers(0, 2**16))
+    width = draw(st.integers(1, 7))
+    keep = draw(st.lists(st.integers(0, width - 1), min_size=1, max_size=width,
+                         unique=True))
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Conv2d(2, width, 3, padding=1, bias=draw(st.booleans())),
+                        nn.BatchNorm2d(width), nn.ReLU(),
+                        nn.Conv2d(width, 3, 3, padding=1))
+    with torch.no_grad():
+        net[1].running_mean.normal_()
+        net[1].running_var.uniform_(0.5, 2.0)
+        net[1].weight.normal_()
+        net[1].bias.normal_()
+    return net.eval(), keep, torch.randn(2, 2, 5, 5)
+
+
+@st.composite
+def linear_networks(draw):
+    """Linear -> BatchNorm1d or a per-feature PReLU -> Linear, and a keep set."""
+    seed = draw(st.integers(0, 2**16))
+    width = draw(st.integers(1, 8))
+    keep = draw(st.lists(st.integers(0, width - 1), min_size=1, max_size=width,
+                         unique=True))
+    torch.manual_seed(seed)
+    middle = draw(st.sampled_from(["batchnorm", "prelu"]))
+    between = nn.BatchNorm1d(width) if middle == "batchnorm" else nn.PReLU(width)
+    net = nn.Sequential(nn.Linear(3, width), between, nn.Tanh(), nn.Linear(width, 2))
+    with torch.no_grad():
+        for tensor in [*between.parameters(), *between.buffers()]:
+            if tensor.is_floating_point():
+                tensor.uniform_(0.5, 2.0)
+    return net.eval(), keep, torch.randn(4, 3)
+
+
+def zeroed_dense(net, consumer_index, keep, width):
+    zeroed = copy.deepcopy(net)
+    removed = torch.ones(width, dtype=torch.bool)
+    removed[keep] = False
+    with torch.no_grad():
+        zeroed[consumer_index].weight[:, removed] = 0
+    return zeroed
+
+
+@FAST
+@given(conv_networks())
+def test_pruned_conv_bn_conv_equals_dense_with_removed_channels_zeroed(case):
+    net, keep, images = case
+    width = net[0].out_channels
+    expected = zeroed_dense(net, 3, keep, width)(images)
+    assert ch.prune_channels(net, net[0], net[3], keep) == len(keep)
+    assert [net[0].out_channels, net[1].num_features, net[3].in_channels] == [len(keep)] * 3
+    for tensor in (net[1].weight, net[1].bias, net[1].running_mean, net[1].running_var):
+        assert tensor.shape == (len(keep),)
+    torch.testing.assert_close(net(images), expected)
+
+
+@FAST
+@given(linear_networks())
+def test_pruned_linear_norm_linear_equals_dense_with_removed_features_zeroed(case):
+    net, keep, inputs = case
+    width = net[0].out_features
+    expected = zeroed_dense(net, 3, keep, width)(inputs)
+    ch.prune_channels(net, net[0], net[3], keep)
+    assert net[0].out_features == net[3].in_features == len(keep)
+    torch.testing.assert_close(net(inputs), expected)
+
+
+def test_optimizers_follow_and_every_weight_trains_with_an_old_graph_alive():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 6, 3), nn.BatchNorm2d(6), nn.ReLU(),
+                        nn.Conv2d(6, 2, 3))
+    images = torch.randn(4, 3, 7, 7)
+    matrices = [p for p in net.parameters() if p.dim() > 1]
+    vectors = [p for p in net.parameters() if p.dim() == 1]
+    sgd = torch.optim.SGD(matrices, lr=0.1, momentum=0.9)
+    adam = torch.optim.Adam(vectors, lr=0.01)
+    net(images).square().mean().backward()
+    sgd.step(); adam.step()
+    old = net(images).sum()                             # alive during the prune
+    ch.prune_channels(net, net[0], net[3], [0, 2, 5], [sgd, adam])
+    assert {id(p) for p in sgd.param_groups[0]["params"]} == {
+        id(p) for p in net.parameters() if p.dim() > 1}
+    assert {id(p) for p in adam.param_groups[0]["params"]} == {
+        id(p) for p in net.parameters() if p.dim() == 1}
+    assert sgd.state[net[3].weight]["momentum_buffer"].shape == (2, 3, 3, 3)
+    assert adam.state[net[1].weight]["exp_avg"].shape == (3,)
+    before = [p.detach().clone() for p in net.parameters()]
+    sgd.zero_grad(); adam.zero_grad()
+    net(images).square().mean().backward()
+    sgd.step(); adam.step()
+    assert all(bool((p != b).all()) for p, b in zip(net.parameters(), before))
+    del old
+
+
+def snapshot(net):
+    return [(t, t.detach().clone()) for t in [*net.parameters(), *net.buffers()]]
+
+
+def unchanged(net, before):
+    now = [*net.parameters(), *net.buffers()]
+    return len(now) == len(before) and all(
+        t is old and torch.equal(t, value) for t, (old, value) in zip(now, before))
+
+
+def tied_network():
+    net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 4), nn.Linear(4, 6))
+    net[3].weight = net[0].weight
+    return net, 0, 2
+
+
+def refusals():
+    torch.manual_seed(0)
+    seq = lambda *m: nn.Sequential(*m)
+    return [
+        (seq(nn.Linear(4, 6), nn.LayerNorm(6), nn.Linear(6, 2)), 0, 2, [0, 1], None,
+         TypeError, "LayerNorm"),
+        (seq(nn.Conv2d(3, 6, 3), nn.GroupNorm(2, 6), nn.Conv2d(6, 2, 3)), 0, 2, [0, 1],
+         None, TypeError, "GroupNorm"),
+        (seq(nn.Conv2d(4, 6, 3, groups=2), nn.Conv2d(6, 2, 3)), 0, 1, [0, 1], None,
+         ValueError, "groups"),
+        (*tied_network(), [0, 1], None, ValueError, "tied"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, [], None, ValueError, "non-empty"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, [0, 6], None, ValueError, "in \\[0, 6\\)"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, [1, 1], None, ValueError, "unique"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, [0.5], None, TypeError, "integers"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, torch.tensor([True]), None,
+         TypeError, "integers"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, torch.tensor([[0, 1]]), None,
+         ValueError, "1-D"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, [0], "lbfgs", TypeError, "LBFGS"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 0, 1, [0], "sgd-name", TypeError,
+         "not an optimizer"),
+        (seq(nn.Linear(4, 6), nn.BatchNorm1d(5), nn.Linear(6, 2)), 0, 2, [0], None,
+         ValueError, "channels along dim 0"),
+        (seq(nn.Linear(4, 6), nn.Linear(6, 2)), 1, 0, [0], None, ValueError,
+         "not in one nn.Sequential"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(refusals())))
+def test_refusals_change_nothing(case):
+    net, producer, consumer, keep, optimizer, error, message = refusals()[case]
+    if optimizer == "lbfgs":
+        optimizer = torch.optim.LBFGS(net.parameters())
+    before = snapshot(net)
+    with pytest.raises(error, match=message):
+        ch.prune_channels(net, net[producer], net[consumer], keep, optimizer)
+    assert unchanged(net, before)
+
+
+def test_explicit_between_for_a_module_that_is_not_a_sequential():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up, self.norm, self.down = nn.Linear(3, 5), nn.BatchNorm1d(5), nn.Linear(5, 2)
+
+        def forward(self, x):
+            return self.down(torch.relu(self.norm(self.up(x))))
+
+    block = Block().eval()
+    with pytest.raises(ValueError, match="pass between"):
+        ch.prune_channels(block, block.up, block.down, [0, 1])
+    ch.prune_channels(block, block.up, block.down, [0, 3], between=[block.norm])
+    assert block.norm.running_mean.shape == (2,)
+    assert block(torch.randn(4, 3)).shape == (4, 2)
+
+
+# --- the notebook ---------------------------------------------------------------
+
+def stored_text():
+    notebook = nbformat.read(BOOK / NOTEBOOK, as_version=4)
+    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code"
+                   for o in c.outputs)
+
+
+def test_stored_outputs_diagnose_four_node_names_besides_tbackward():
+    text = stored_text()
+    diagnosed = set(re.findall(r"^(\w+) returned a gradient of shape .*\n.*\n"
+                               r"  cause: stale accumulator", text, re.M))
+    assert len(diagnosed - {"TBackward0"}) >= 4, diagnosed
+    assert text.count("with a new optimizer: Function") == 4
+    assert text.count("after fresh_parameters:") == 4
+
+
+def test_the_reports_cited_are_in_the_bibliography():
+    notebook = nbformat.read(BOOK / NOTEBOOK, as_version=4)
+    prose = "".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    bibliography = (BOOK / "references.bib").read_text()
+    for url in ("https://github.com/IntelLabs/distiller/issues/243",
+                "https://github.com/yanghr/BSQ/issues/3",
+                "https://github.com/marcoancona/TorchPruner/issues/1",
+                "https://github.com/VainF/Torch-Pruning/issues/121"):
+        assert url in prose and url in bibliography

@@ -74,7 +74,29 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree):
     context["script_files"][:] = scripts
 
 
+def keep_the_navbar_off(app, config):
+    """One set of sidebar buttons, the theme's own: the phone menu works.
+
+    sphinx-book-theme 1.3.0 turns pydata-sphinx-theme's top navbar off by
+    leaving `navbar_persistent` (and the other navbar slots) empty in its
+    theme.conf. pydata-sphinx-theme 0.17.1 fills `navbar_persistent` with a
+    search field whenever the user's options do not name it, which brings the
+    navbar back: an empty bar with a second search box, and a second pair of
+    `.primary-toggle` / `.secondary-toggle` buttons before the book theme's
+    own. The theme's script binds `document.querySelector(...)`, the first,
+    hidden pair, so the visible menu and contents buttons open nothing.
+    Upstream: pydata-sphinx-theme issue 2451, sphinx-book-theme issue 988
+    (fixes proposed in its pull requests 991 and 1000). Naming the option,
+    empty, as the book theme means it, keeps the navbar off.
+    """
+    options = config.html_theme_options
+    if options is None:
+        config.html_theme_options = options = {}
+    options.setdefault("navbar_persistent", [])
+
+
 def setup(app):
+    app.connect("config-inited", keep_the_navbar_off)
     app.connect("doctree-read", add_badge)
     app.connect("html-page-context", drop_duplicate_scripts, priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

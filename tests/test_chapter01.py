@@ -21,8 +21,13 @@ def test_the_exact_error_is_a_stored_output(notebooks):
 
 
 def intro_snippets():
+    """(the failing snippet, the fix) of the intro, told apart by their code."""
     text = (BOOK / "intro.md").read_text()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+    snippets = re.findall(r"```python\n(.*?)```", text, re.S)
+    failing = [s for s in snippets if ".weight.data =" in s]
+    fix = [s for s in snippets if "torch.nn.Parameter(" in s]
+    assert len(snippets) == 2 and len(failing) == len(fix) == 1, snippets
+    return failing[0], fix[0]
 
 
 def test_intro_failing_snippet_fails_with_the_error():

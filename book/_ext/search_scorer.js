@@ -1,0 +1,32 @@
+/* The site search's scorer (Sphinx's `html_search_scorer`).
+ *
+ * Sphinx's own scores, kept as they are, give every page with a query word in
+ * any of its headings the same score, and then order those pages by title,
+ * alphabetically. A reader who pastes an error message gets the chapters in
+ * alphabetical order. Here each result also gains one point for every word
+ * of the query that the page's own title (its first heading) contains, so
+ * that the page whose title names the error comes first.
+ */
+var Scorer = {
+  // Sphinx 7.4's defaults (searchtools.js), unchanged.
+  objNameMatch: 11,
+  objPartialMatch: 6,
+  objPrio: { 0: 15, 1: 5, 2: -5 },
+  objPrioDefault: 0,
+  title: 15,
+  partialTitle: 7,
+  term: 5,
+  partialTerm: 2,
+
+  score: (result) => {
+    const [docname, title, anchor, descr, score, filename] = result;
+    const query = new URLSearchParams(window.location.search).get("q") || "";
+    const words = new Set(query.toLowerCase().split(/[^\p{L}\p{N}_]+/u)
+                               .filter((word) => word.length > 2));
+    const pageTitle = String(title).split(" > ")[0]
+                            .replace(/<[^>]*>/g, "").toLowerCase();
+    let inTitle = 0;
+    for (const word of words) if (pageTitle.includes(word)) inTitle += 1;
+    return score + inTitle;
+  },
+};

@@ -10,7 +10,8 @@ written in one place. The badge is drawn inline (no external image).
    script twice under Jupyter Book 1.0, and the second copy fails in the
    browser ("Identifier 'THEBE_JS_URL' has already been declared").
 """
-from pathlib import PurePosixPath
+import re
+from pathlib import Path, PurePosixPath
 
 from docutils import nodes
 
@@ -49,13 +50,51 @@ def add_badge(app, doctree):
                     options.get("repository_branch", "main"),
                     options.get("path_to_docs", ""), docname)
     html = (f'<p class="colab-badge"><a href="{url}" target="_blank" '
-            f'rel="noopener">{BADGE_SVG}</a></p>')
+            f'rel="noopener">{BADGE_SVG}</a>{student_link(app, docname)}</p>')
     for section in doctree.findall(nodes.section):
         title = section.next_node(nodes.title)
         if title is not None:
             title.parent.insert(title.parent.index(title) + 1,
                                 nodes.raw("", html, format="html"))
             return
+
+
+def student_docname(docname):
+    """'book/01_x' -> 'book/student/01_x': the chapter's student edition."""
+    path = PurePosixPath(docname)
+    return (path.parent / "student" / path.name).as_posix()
+
+
+def student_colab_url(app, docname):
+    """Colab's address for the student edition of chapter `docname`."""
+    options = app.config.html_theme_options
+    return colab_url(options.get("repository_url", ""),
+                     options.get("repository_branch", "main"),
+                     options.get("path_to_docs", ""), student_docname(docname))
+
+
+def student_link(app, docname):
+    """A link to the chapter's student edition in Colab, if there is one."""
+    if not (Path(app.srcdir) / f"{student_docname(docname)}.ipynb").is_file():
+        return ""
+    return (f' <a class="colab-student" href="{student_colab_url(app, docname)}" '
+            'target="_blank" rel="noopener">Student edition in Colab '
+            '(answers left to you)</a>')
+
+
+def student_colab_role(name, rawtext, text, lineno, inliner, options=None,
+                       content=None):
+    """{student-colab}`text <book/01_name>`: link to a student notebook in Colab."""
+    app = inliner.document.settings.env.app
+    match = re.fullmatch(r"\s*(.*?)\s*<([^<>]+)>\s*", text)
+    label, docname = (match[1], match[2]) if match else (None, text.strip())
+    if not (Path(app.srcdir) / f"{student_docname(docname)}.ipynb").is_file():
+        message = inliner.reporter.error(
+            f"no student edition of {docname!r}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    url = student_colab_url(app, docname)
+    return [nodes.reference(rawtext, label or PurePosixPath(docname).name,
+                            refuri=url)], []
 
 
 def drop_duplicate_scripts(app, pagename, templatename, context, doctree):
@@ -98,5 +137,6 @@ def keep_the_navbar_off(app, config):
 def setup(app):
     app.connect("config-inited", keep_the_navbar_off)
     app.connect("doctree-read", add_badge)
+    app.add_role("student-colab", student_colab_role)
     app.connect("html-page-context", drop_duplicate_scripts, priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,5 +1,7 @@
 """The book's structure: toc, configuration, stored outputs."""
+import os
 import re
+import subprocess
 
 import nbformat
 import pytest
@@ -81,7 +83,43 @@ def test_config_renders_stored_outputs_and_links_colab():
     assert config["launch_buttons"]["colab_url"].startswith("https://colab")
     assert config["html"]["use_repository_button"] is True
     assert config["repository"]["url"].startswith("https://github.com/")
-    assert "PLACEHOLDER" in (ROOT / "_config.yml").read_text()
+
+
+def pages_address_step():
+    pages = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
+    steps = pages["jobs"]["build"]["steps"]
+    names = [step.get("name", "") for step in steps]
+    index = next(i for i, name in enumerate(names) if "repository's address" in name)
+    assert names[index + 1] == "Build the book", "the address is set before the build"
+    return steps[index]
+
+
+def run_pages_address_step(tmp_path, repository, config_text=None):
+    """Run the workflow's address step on a copy of _config.yml."""
+    step = pages_address_step()
+    assert step["env"]["REPOSITORY"] == "${{ github.repository }}"
+    (tmp_path / "_config.yml").write_text(
+        config_text or (ROOT / "_config.yml").read_text())
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path,
+                          env={"PATH": os.environ["PATH"], "REPOSITORY": repository},
+                          capture_output=True, text=True)
+    return done, yaml.safe_load((tmp_path / "_config.yml").read_text())
+
+
+def test_pages_workflow_publishes_with_the_repository_it_runs_in(tmp_path):
+    done, config = run_pages_address_step(tmp_path, "someone/pruning-book")
+    assert done.returncode == 0, done.stderr
+    assert config["repository"]["url"] == "https://github.com/someone/pruning-book"
+    assert "YOUR-" not in (tmp_path / "_config.yml").read_text()
+
+
+def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
+    done, _ = run_pages_address_step(tmp_path, "")
+    assert done.returncode != 0
+    # an address the step cannot replace (not on the url line) still stops it
+    stray = (ROOT / "_config.yml").read_text() + "# see YOUR-ACCOUNT/YOUR-REPOSITORY\n"
+    done, _ = run_pages_address_step(tmp_path, "someone/pruning-book", stray)
+    assert done.returncode != 0 and "placeholder" in done.stderr
 
 
 def test_requirements_are_pinned():

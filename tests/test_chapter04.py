@@ -423,3 +423,12 @@ def test_a_layer_without_per_feature_tensors_between_is_fine():
                           nn.Linear(6, 2))
     ch.prune_linear_pair(model[0], model[3], [0, 2, 4])
     assert model(torch.randn(3, 4)).shape == (3, 2)
+
+
+def test_a_list_of_parameters_beside_an_lr_variable_is_not_an_optimizer():
+    model = three_layers()
+    namespace = {"__name__": "notebook", "lr": 0.1,
+                 "params": list(model.parameters())}     # a notebook's globals
+    ch.prune_linear_pair(model[0], model[2], [0, 1, 2])
+    assert model[0].out_features == 3
+    assert namespace["params"][0] is not model[0].weight

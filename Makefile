@@ -49,9 +49,10 @@ test: setup dot book
 bench: setup
 	$(PY) benchmarks/tnvp_speed.py
 
-# Every chapter run alone on each torch release (one venv at a time under
-# ../venvs, removed after its run unless KEEP=1; VERSIONS="2.5.1 2.9.1" picks
-# a subset), then facts read from each release's wheel. Both write the files
+# Every chapter run alone on each torch release (one venv under ../venvs,
+# moved from release to release, removed at the end unless KEEP=1;
+# VERSIONS="2.5.1 2.9.1" picks a subset), then facts read from each release's
+# wheel. Both write the files
 # under book/_generated that book/versions.md includes; results are cached by
 # a hash of each chapter's code, so a rerun only runs what changed.
 versions: setup

@@ -4,13 +4,14 @@
     python scripts/torch_versions.py --versions "2.5.1 2.9.1"
     python scripts/torch_versions.py --versions 2.5.1 --results /tmp/r.json --strict
 
-For each release: one venv (outside the repository, under --venv-root), with
-that torch from PyPI (a CUDA build, run on the CPU, as a reader would get it
-with a plain `pip install torch==X`) and the book's other pins from
-requirements.txt. Each notebook of _toc.yml is copied alone into an empty
-temporary folder and executed top to bottom by nbclient in a fresh kernel of
-that venv, as in a fresh Colab runtime. The venv is removed after its run
-unless --keep (or KEEP=1).
+One venv (outside the repository, under --venv-root) holds one release at a
+time: that torch from PyPI (a CUDA build, run on the CPU, as a reader would get
+it with a plain `pip install torch==X`) and the book's other pins from
+requirements.txt. From one release to the next, pip replaces torch and those
+of its dependencies whose versions change. Each notebook of _toc.yml is copied
+alone into an empty temporary folder and executed top to bottom by nbclient in
+a fresh kernel of that venv, as in a fresh Colab runtime. The venv is removed
+at the end unless --keep (or KEEP=1).
 
 Results are cached in a JSON file, keyed by a hash of each notebook's code
 cells (without `# @title` lines and without metadata): a (release, chapter)
@@ -193,24 +194,34 @@ def check_disk(folder, needed):
                  f"{needed} GB (a CUDA build of torch with its nvidia-* wheels)")
 
 
+def installed_torch(interpreter):
+    probe = subprocess.run([interpreter, "-c", "import torch, nbclient, torchviz; "
+                            "print(torch.__version__)"], capture_output=True, text=True)
+    return probe.stdout.strip().split("+")[0] if probe.returncode == 0 else None
+
+
 def build_venv(release, venv_root, python, torch_index=None, free_gb=FREE_GB_NEEDED):
-    venv = venv_root / f"torch-{release}"
+    """The one venv of the run, with torch `release` and the book's pins.
+
+    The venv is moved from release to release: pip replaces torch and those
+    of its dependencies (nvidia-*, triton, ...) whose pinned versions change,
+    which costs far less than a new venv of several GB per release."""
+    venv = venv_root / "torch-versions"
     interpreter = venv / "bin" / "python"
-    if interpreter.exists():
-        probe = subprocess.run([interpreter, "-c", "import torch, nbclient, torchviz; "
-                                "print(torch.__version__)"], capture_output=True, text=True)
-        if probe.returncode == 0 and probe.stdout.strip().split("+")[0] == release:
-            return venv
-        shutil.rmtree(venv)
-    check_disk(venv_root, free_gb)
-    subprocess.run([python, "-m", "venv", venv], check=True)
+    if interpreter.exists() and installed_torch(interpreter) == release:
+        return venv
     env = pip_environment(release)
     pip = [interpreter, "-m", "pip", "install", "--quiet"]
-    subprocess.run(pip + ["--upgrade", "pip"], check=True, env=env)
+    if not interpreter.exists():
+        check_disk(venv_root, free_gb)
+        subprocess.run([python, "-m", "venv", venv], check=True)
+        subprocess.run(pip + ["--upgrade", "pip"], check=True, env=env)
     if torch_index:  # e.g. PyTorch's own index of CPU builds
         subprocess.run(pip + ["--index-url", torch_index, f"torch=={release}"],
                        check=True, env=env)
     subprocess.run(pip + [f"torch=={release}", *pins()], check=True, env=env)
+    if installed_torch(interpreter) != release:
+        raise RuntimeError(f"the venv has no working torch {release}")
     return venv
 
 
@@ -357,22 +368,23 @@ def main():
     data = load(args.results)
     failures, passed = [], 0
     started_all = time.monotonic()
-    for release in releases:
-        # read for each release: chapters added meanwhile are run on the next ones
-        notebooks = ([Path(p).resolve() for p in args.notebooks] if args.notebooks
-                     else toc_notebooks())
-        row = data.setdefault(release, {"chapters": {}})
-        todo = [nb for nb in notebooks
-                if row["chapters"].get(nb.stem, {}).get("key") != notebook_key(nb)]
-        if not todo:
-            print(f"torch {release}: every chapter already run on its current code", flush=True)
-        else:
-            started = time.monotonic()
-            print(f"torch {release}: building the venv", flush=True)
-            venv = build_venv(release, args.venv_root, args.python,
-                              args.torch_index, args.min_free_gb)
-            print(f"torch {release}: venv ready in {time.monotonic() - started:.0f} s", flush=True)
-            try:
+    venv = None
+    try:
+        for release in releases:
+            # read for each release: chapters added meanwhile are run on the next ones
+            notebooks = ([Path(p).resolve() for p in args.notebooks] if args.notebooks
+                         else toc_notebooks())
+            row = data.setdefault(release, {"chapters": {}})
+            todo = [nb for nb in notebooks
+                    if row["chapters"].get(nb.stem, {}).get("key") != notebook_key(nb)]
+            if not todo:
+                print(f"torch {release}: every chapter already run on its current code", flush=True)
+            else:
+                started = time.monotonic()
+                print(f"torch {release}: building the venv", flush=True)
+                venv = build_venv(release, args.venv_root, args.python,
+                                  args.torch_index, args.min_free_gb)
+                print(f"torch {release}: venv ready in {time.monotonic() - started:.0f} s", flush=True)
                 probe = subprocess.run([venv / "bin" / "python", "-c", PROBE],
                                        capture_output=True, text=True, check=True,
                                        env=clean_environment(venv))
@@ -391,15 +403,15 @@ def main():
                           f"({result['seconds']} s)".rstrip(), flush=True)
                     for index, text in result.get("new_stderr", []):
                         print(f"    new stderr in cell {index}: {text}", flush=True)
-            finally:
-                if not args.keep:
-                    shutil.rmtree(venv, ignore_errors=True)
-        for nb in notebooks:
-            result = row["chapters"].get(nb.stem, {})
-            if result.get("status") != "pass" or result.get("new_stderr"):
-                failures.append(f"{release} {nb.stem}")
-            else:
-                passed += 1
+            for nb in notebooks:
+                result = row["chapters"].get(nb.stem, {})
+                if result.get("status") != "pass" or result.get("new_stderr"):
+                    failures.append(f"{release} {nb.stem}")
+                else:
+                    passed += 1
+    finally:
+        if venv is not None and not args.keep:
+            shutil.rmtree(venv, ignore_errors=True)
     save(data, args.results)
     if table:
         write_table(data, table, releases)

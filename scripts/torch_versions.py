@@ -281,7 +281,7 @@ def write_table(data, path, releases):
     shown = [r for r in sorted(data, key=version_tuple) if r in releases or data[r]]
     lines = ["| torch | " + " | ".join(chapter_label(nb.stem) for nb in notebooks) + " |",
              "| --- |" + " --- |" * len(notebooks)]
-    notes = []
+    notes, stale = [], False
     for release in shown:
         row = data[release]
         cells = []
@@ -296,7 +296,8 @@ def write_table(data, path, releases):
                 text += f" [{len(notes)}]"
             text += f", {result['seconds']:.0f} s"
             if result["key"] != keys[nb.stem]:
-                text += " (older version of the chapter)"
+                text += " *"
+                stale = True
             cells.append(text)
         lines.append(f"| {release} | " + " | ".join(cells) + " |")
     for number, (release, stem, result) in enumerate(notes, 1):
@@ -315,9 +316,12 @@ def write_table(data, path, releases):
     pythons = sorted({row["probe"]["python"] for row in data.values() if row.get("probe")})
     footer = [
         "",
+        *(["\\* run on an earlier version of the chapter's code (the chapter has "
+           "changed since; `make versions` runs it again).", ""] if stale else []),
         "Each cell: the chapter, copied alone into an empty folder, run top to "
-        "bottom by nbclient in a fresh kernel of a venv that has only that torch "
-        "(from PyPI) and the book's other pinned packages; *pass* means no cell "
+        "bottom by nbclient in a fresh kernel of a venv with that torch (from PyPI, "
+        "or a file pip finds on this machine; its build is in the last table) and "
+        "the book's other pinned packages; *pass* means no cell "
         "raised an error it was not tagged to raise; the seconds are the run's "
         "wall time on a shared 2-core machine."
         + (f" Python {', '.join(pythons)}." if pythons else "")

@@ -149,22 +149,27 @@ def first(data, releases, test):
 def write_table(data, path):
     releases = sorted(data, key=version_tuple)
     yes = lambda value: "yes" if value else "no"
-    lines = ["| torch | transpose's node | `grad_accumulator_` | `try_get_grad_accumulator` "
-             "overloads | `maybe_reduce` | `validate_outputs_impl` | `get_gradient_edge` | "
-             "`_input_metadata` | `register_prehook` | `t` in `derivatives.yaml` |",
-             "| --- |" + " --- |" * 9]
+    cpp = ["| torch | transpose's node | `grad_accumulator_` | `try_get_grad_accumulator` "
+           "| `maybe_reduce` | `validate_outputs_impl` |",
+           "| --- |" + " --- |" * 5]
+    python = ["| torch | `get_gradient_edge` | `_input_metadata` | `register_prehook` "
+              "| `t` in `derivatives.yaml` |",
+              "| --- |" + " --- |" * 4]
     for release in releases:
         f = data[release]
         overloads = f["try_get_grad_accumulator"]
         kinds = [re.search(r"\(\s*(?:const )?([\w:]+)", d).group(1) for d in overloads]
-        lines.append(
-            f"| {release} | `{f['transpose_node']}` | `{f['accumulator_field']}` | "
-            f"{len(overloads)}{' (' + ', '.join(f'`{k}`' for k in kinds) + ')' if kinds else ''} | "
-            f"{yes(f['maybe_reduce'])} | {yes(f['validate_outputs_impl'])} | "
-            f"{yes(f['get_gradient_edge'])} | {yes(f['_input_metadata'])} | "
-            f"{yes(f['register_prehook'])} | "
-            + (f"`{f['t_formula']}` (`{f['derivatives_yaml'].split('/')[0]}/...`)"
-               if f["t_formula"] else "not shipped") + " |")
+        field = (f["accumulator_field"] or "").replace("std::", "").replace("c10::", "")
+        cpp.append(f"| {release} | `{f['transpose_node']}` | `{field.split('<')[0]}` | "
+                   + " + ".join(f"`{k}`" for k in kinds) + " | "
+                   f"{yes(f['maybe_reduce'])} | {yes(f['validate_outputs_impl'])} |")
+        python.append(f"| {release} | {yes(f['get_gradient_edge'])} | "
+                      f"{yes(f['_input_metadata'])} | {yes(f['register_prehook'])} | "
+                      + (f"`{f['t_formula']}`" if f["t_formula"] else "not shipped") + " |")
+    lines = (["C++ (headers under `torch/include`, strings of the shared libraries):", ""]
+             + cpp + ["", "Python (`torch/autograd/graph.py`, `libtorch_python.so`) and "
+                      "the shipped `torchgen/packaged/autograd/derivatives.yaml`:", ""]
+             + python)
     summary = []
     for what, test in [
             ("numbered node names (`TBackward0`)", lambda f: f["transpose_node"] == "TBackward0"),

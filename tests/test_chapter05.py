@@ -311,3 +311,110 @@ def test_out_of_range_keep_raises_value_error_with_or_without_mean(keep):
         with pytest.raises(ValueError, match="out of range"):
             ch.prune_neurons(model[0], model[2], keep, None, mean)
         assert unchanged(model, before)
+
+
+# --- buffered statistics and the Torch-Pruning peer ----------------------------
+
+@pytest.mark.parametrize("decay", [1.0, 0.9, 0.3])
+def test_update_many_equals_update_in_turn(decay):
+    generator = torch.Generator().manual_seed(2)
+    batches = [torch.randn(n, 6, generator=generator, dtype=torch.float64) * 2 + 1
+               for n in (4, 9, 1, 12, 7)]
+    one, many = ch.RunningStats(6, decay), ch.RunningStats(6, decay)
+    one.update(batches[0])
+    many.update(batches[0])
+    for batch in batches[1:]:
+        one.update(batch)
+    counts = torch.tensor([float(len(b)) for b in batches[1:]])
+    means = torch.stack([b.mean(0) for b in batches[1:]])
+    sum_sqs = torch.stack([(b - b.mean(0)).square().sum(0) for b in batches[1:]])
+    many.update_many(counts, means, sum_sqs)
+    assert torch.allclose(one.count, many.count, rtol=1e-14)
+    assert torch.allclose(one.mean, many.mean, rtol=0, atol=1e-12)
+    assert torch.allclose(one.variance, many.variance, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("counts, means, sum_sqs", [
+    (torch.tensor([]), torch.zeros(0, 3), torch.zeros(0, 3)),
+    (torch.tensor([2.0, 0.0]), torch.zeros(2, 3), torch.zeros(2, 3)),
+    (torch.tensor([2.0]), torch.zeros(1, 4), torch.zeros(1, 3)),
+    (torch.tensor([2.0]), torch.zeros(1, 3), torch.zeros(2, 3)),
+])
+def test_update_many_refuses_bad_summaries_and_changes_nothing(counts, means, sum_sqs):
+    stats = ch.RunningStats(3)
+    with pytest.raises(ValueError):
+        stats.update_many(counts, means, sum_sqs)
+    assert stats.count.item() == 0 and torch.equal(stats.mean, torch.zeros(3).double())
+
+
+@pytest.mark.parametrize("merge_every", [1, 3, 16])
+def test_buffered_tracker_matches_merging_each_batch_in_float64(merge_every):
+    layer = nn.ReLU()
+    reference = ch.ActivationTracker(0.9, merge_every=1).attach({"h": layer})
+    buffered = ch.ActivationTracker(0.9, merge_every=merge_every).attach({"h2": layer})
+    generator = torch.Generator().manual_seed(0)
+    for size in (8, 8, 8, 5, 8, 8, 8, 8, 3):          # the batch size changes
+        layer(torch.randn(size, 2, 7, generator=generator) + 0.3)   # 3-D output
+    exact, fast = reference.stats["h"], buffered.stats["h2"]
+    assert exact.count.item() == pytest.approx(fast.count.item(), rel=1e-12)
+    assert torch.allclose(exact.mean, fast.mean, rtol=0, atol=1e-6)
+    assert torch.allclose(exact.variance, fast.variance, rtol=1e-5, atol=1e-9)
+    buffered.detach()
+    assert buffered._buffers == {}
+    reference.detach()
+
+
+@pytest.mark.parametrize("merge_every", [0, -1, 2.0, True])
+def test_tracker_refuses_bad_merge_every(merge_every):
+    with pytest.raises(ValueError, match="merge_every"):
+        ch.ActivationTracker(0.9, merge_every=merge_every)
+
+
+def test_torch_pruning_step_with_state_moved_keeps_every_weight_training():
+    model = ch.make_mlp(0, hidden=16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    kept = ch.torch_pruning_step(model, 6, optimizer)
+    assert ch.widths(model) == [6, 6] and [len(k) for k in kept] == [6, 6]
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer.step()
+    assert ch.every_weight_updated(model, optimizer, before)
+
+
+def test_torch_pruning_without_moving_the_state_leaves_the_optimizer_stale():
+    model = ch.make_mlp(0, hidden=16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ch.torch_pruning_step(model, 6)
+    x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
+    nn.functional.cross_entropy(model(x), y).backward()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer.step()
+    assert not ch.every_weight_updated(model, optimizer, before)
+
+
+def test_move_optimizer_state_refuses_a_wrong_keep_and_changes_nothing():
+    import torch_pruning as tp
+    model = ch.make_mlp(0, hidden=8)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    nn.functional.cross_entropy(model(torch.randn(4, 64)),
+                                torch.tensor([1, 2, 3, 4])).backward()
+    optimizer.step()
+    before = dict(model.named_parameters())
+    graph = tp.DependencyGraph().build_dependency(model, example_inputs=torch.zeros(1, 64))
+    graph.get_pruning_group(model[2], tp.prune_linear_out_channels, idxs=[0, 1]).prune()
+    params = [list(g["params"]) for g in optimizer.param_groups]
+    state = {id(p): s for p, s in optimizer.state.items()}
+    with pytest.raises(ValueError, match="one dimension cut to 5"):
+        ch.move_optimizer_state(optimizer, before, model, torch.arange(5))
+    assert all(a is b for g, old in zip(optimizer.param_groups, params)
+               for a, b in zip(g["params"], old))
+    assert {id(p): s for p, s in optimizer.state.items()} == state
+
+
+def test_overhead_line_format():
+    line = ch.overhead_line("mlp", 1.0, 1.05, 1.05)
+    assert re.fullmatch(r"tnvp-overhead: .* ratio \d+\.\d\d", line), line

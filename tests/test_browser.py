@@ -106,8 +106,13 @@ CUT_OFF = """([screen, desktop]) => {
 IMAGES = """() => Array.from(document.querySelectorAll('article img')).map(img => {
   const figure = img.closest('figure');
   const caption = figure && figure.querySelector('figcaption');
+  const style = getComputedStyle(img);
+  const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+  // the picture's own width as shown: zoom included, the theme's frame not
+  const shown = img.clientWidth ? img.getBoundingClientRect().width *
+                (img.clientWidth - padding) / img.clientWidth : 0;
   return [img.getAttribute('src'), img.getAttribute('alt') || '',
-          caption ? caption.textContent.trim() : '', img.getBoundingClientRect().width];
+          caption ? caption.textContent.trim() : '', shown];
 })"""
 
 TITLE_PRINTED = """() => {

@@ -229,7 +229,8 @@ def image_problems(page, view):
 
 
 def quick_fix_problems(page, view):
-    """The intro's quick fix: right under the error, on the first screen."""
+    """The intro: its title and description name the error, and its quick
+    fix is right under the error, on the first screen."""
     box = page.evaluate("""() => {
       const box = document.querySelector('.quick-fix');
       if (!box) return null;
@@ -242,9 +243,17 @@ def quick_fix_problems(page, view):
               underError: !!prev && !!prev.querySelector('pre') && prev.textContent.includes('TBackward0'),
               errorText: error ? error.textContent.trim() : ''};
     }""")
-    if box is None:
-        return ["the intro has no quick-fix box"]
     problems = []
+    title, description = page.evaluate("""() => [document.title,
+      (document.querySelector('meta[name="description"]') || {}).content || '']""")
+    for words in ("TBackward0", "invalid gradient"):
+        if words not in title or words not in description:
+            problems.append(f"the page title or description lacks {words!r}")
+    book_title = title.split(" \N{EM DASH} ")[-1]
+    if title.count(book_title) > 1:
+        problems.append(f"the page title repeats itself: {title!r}")
+    if box is None:
+        return problems + ["the intro has no quick-fix box"]
     screen = VIEWS[view]["viewport"]
     if box["errorText"] != THE_ERROR:
         problems.append(f"the first text block is not the error: {box['errorText'][:60]!r}")

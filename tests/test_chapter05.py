@@ -353,7 +353,8 @@ def test_buffered_tracker_matches_merging_each_batch_in_float64(merge_every):
     reference = ch.ActivationTracker(0.9, merge_every=1).attach({"h": layer})
     buffered = ch.ActivationTracker(0.9, merge_every=merge_every).attach({"h2": layer})
     generator = torch.Generator().manual_seed(0)
-    for size in (8, 8, 8, 5, 8, 8, 8, 8, 3):          # the batch size changes
+    # the batch size changes, and one batch has one row (no unbiased variance)
+    for size in (8, 8, 8, 5, 8, 1, 8, 8, 8, 3):
         layer(torch.randn(size, 2, 7, generator=generator) + 0.3)   # 3-D output
     exact, fast = reference.stats["h"], buffered.stats["h2"]
     assert exact.count.item() == pytest.approx(fast.count.item(), rel=1e-12)
@@ -362,6 +363,28 @@ def test_buffered_tracker_matches_merging_each_batch_in_float64(merge_every):
     buffered.detach()
     assert all(used == 0 for _, used in buffered._buffers.values())
     reference.detach()
+
+
+def test_batched_tracker_keeps_two_numbers_per_neuron_and_batch_not_the_batch():
+    layer = nn.ReLU()
+    tracker = ch.ActivationTracker(0.9, merge_every=16).attach({"h": layer})
+    layer(torch.randn(512, 7))
+    (means, variances, *_), used = tracker._buffers["h"]
+    assert used == 1
+    assert means.shape == variances.shape == (16, 7)
+    tracker.detach()
+
+
+def test_batched_tracker_takes_half_precision_outputs():
+    layer = nn.ReLU()
+    reference = ch.ActivationTracker(0.9, merge_every=1).attach({"h": layer})
+    batched = ch.ActivationTracker(0.9, merge_every=4).attach({"h2": layer})
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(6):
+        layer((torch.randn(32, 5, generator=generator) + 0.3).to(torch.bfloat16))
+    exact, fast = reference.stats["h"], batched.stats["h2"]
+    assert torch.allclose(exact.variance, fast.variance, rtol=1e-5, atol=1e-9)
+    reference.detach(), batched.detach()
 
 
 @pytest.mark.parametrize("merge_every", [0, -1, 2.0, True])

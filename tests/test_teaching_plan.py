@@ -115,3 +115,17 @@ def test_before_class_quiz_has_ten_questions_with_hidden_answers_from_cells():
 def test_before_class_gives_every_chapter_a_run_time():
     rows = re.findall(r"^\| (\d+) \| .*\d+ s", BEFORE, re.M)
     assert rows == [str(int(p.name[:2])) for p in toc_notebooks()]
+
+
+def test_before_class_run_times_are_the_versions_matrix_range():
+    """The run-time table is the min to max seconds `make versions` measured."""
+    matrix = (BOOK / "_generated" / "versions_matrix.md").read_text()
+    table = matrix.split("\n\n")[0].splitlines()[2:]
+    seconds = [[int(s) for s in re.findall(r"pass, (\d+) s", row)] for row in table]
+    assert seconds and all(len(row) == len(seconds[0]) for row in seconds)
+    for column, number in enumerate(range(1, len(seconds[0]) + 1)):
+        low = min(row[column] for row in seconds)
+        high = max(row[column] for row in seconds)
+        shown = re.search(rf"^\| {number} \| (\d+)(?: to (\d+))? s", BEFORE, re.M)
+        assert shown, f"chapter {number} has no run time"
+        assert (int(shown[1]), int(shown[2] or shown[1])) == (low, high), number

@@ -123,9 +123,8 @@ def test_before_class_run_times_are_the_versions_matrix_range():
     table = matrix.split("\n\n")[0].splitlines()[2:]
     seconds = [[int(s) for s in re.findall(r"pass, (\d+) s", row)] for row in table]
     assert seconds and all(len(row) == len(seconds[0]) for row in seconds)
-    for column, number in enumerate(range(1, len(seconds[0]) + 1)):
-        low = min(row[column] for row in seconds)
-        high = max(row[column] for row in seconds)
+    for number, column in enumerate(zip(*seconds), 1):
+        low, high = min(column), max(column)
         shown = re.search(rf"^\| {number} \| (\d+)(?: to (\d+))? s", BEFORE, re.M)
         assert shown, f"chapter {number} has no run time"
         assert (int(shown[1]), int(shown[2] or shown[1])) == (low, high), number

@@ -1,0 +1,92 @@
+"""Where the book's files are, and the facts that live in one file each.
+
+- the chapters and pages: _toc.yml, in reading order;
+- the torch the stored outputs were made with: requirements.txt's pin;
+- the torch releases the book supports: torch_releases.txt.
+
+Run as a program it prints the toc's notebooks, one per line (for nbval):
+    python -m tools.book
+"""
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+GENERATED = BOOK / "_generated"
+REQUIREMENTS = ROOT / "requirements.txt"
+RELEASES = ROOT / "torch_releases.txt"
+
+
+def toc_entries():
+    """Every `root`/`file` entry of _toc.yml, in reading order, as strings."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    entries = [toc["root"]]
+
+    def walk(items):
+        for item in items or []:
+            if "file" in item:
+                entries.append(item["file"])
+            walk(item.get("sections"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return entries
+
+
+def toc_notebooks():
+    """Paths of the toc's notebooks, in reading order."""
+    paths = []
+    for entry in toc_entries():
+        path = ROOT / entry
+        if path.suffix != ".ipynb":
+            path = path.with_name(path.name + ".ipynb")
+        if path.is_file():
+            paths.append(path)
+    return paths
+
+
+def chapter_number(path):
+    """`book/05_variance_pruning.ipynb` -> 5."""
+    match = re.match(r"(\d\d)_", Path(path).name)
+    if not match:
+        raise ValueError(f"{Path(path).name} is not a chapter (NN_name.ipynb)")
+    return int(match[1])
+
+
+def pins():
+    """{package name, lower case with '-': version} from requirements.txt."""
+    found = {}
+    for line in REQUIREMENTS.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line)
+        if match:
+            found[match[1].lower().replace("_", "-")] = match[2]
+    return found
+
+
+def torch_pin():
+    """The torch release the stored outputs were made with, e.g. '2.13.0'."""
+    return pins()["torch"]
+
+
+def torch_releases():
+    """The supported torch releases, oldest first (one minor release each)."""
+    releases = [line.split("#")[0].strip()
+                for line in RELEASES.read_text().splitlines()]
+    releases = [r for r in releases if r]
+    if not releases or any(not re.fullmatch(r"\d+\.\d+\.\d+", r) for r in releases):
+        raise ValueError(f"{RELEASES.name}: one release like 2.5.1 per line")
+    return releases
+
+
+def version_tuple(text):
+    """'2.10.0+cpu' -> (2, 10, 0)."""
+    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+if __name__ == "__main__":
+    for notebook in toc_notebooks():
+        print(notebook.relative_to(ROOT))

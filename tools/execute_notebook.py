@@ -1,0 +1,109 @@
+"""Execute one notebook top to bottom in a fresh kernel; print the result.
+
+    python execute_notebook.py NOTEBOOK [--output PATH] [--keep-going]
+
+A program, not a module of the `tools` package: `tools.run` starts it with
+the interpreter under test (another venv's, another torch's), whose
+environment needs only nbformat, nbclient and a kernel, not this repository.
+It runs in the current folder, as a reader's notebook runs in its own.
+
+Without --keep-going it stops at the first cell that raises an error it is
+not tagged `raises-exception` for, and names that cell, its error and the
+line that raised. With --keep-going it runs every cell and lists the cells
+that raised. Its last line is `RESULT {json}`.
+"""
+import argparse
+import json
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+# Asks the kernel, after a failed cell, which line of that cell raised.
+FAILING_LINE = (
+    "import sys, traceback\n"
+    "frames = [f for f in traceback.extract_tb(sys.last_traceback)\n"
+    "          if f.filename.startswith('<ipython-input-')\n"
+    "          or '/ipykernel_' in f.filename]\n"
+    "print(frames[-1].lineno if frames else 0)")
+
+
+def stderr_lines(cell):
+    return [line for output in cell.get("outputs", [])
+            if output.output_type == "stream" and output.name == "stderr"
+            for line in output.text.splitlines() if line.strip()]
+
+
+def error_of(cell):
+    error = next((o for o in cell.outputs if o.output_type == "error"), None)
+    return f"{error.ename}: {error.evalue}".strip() if error else ""
+
+
+def failing_line(client, notebook, cell):
+    """The source line of `cell` that raised, or None if the kernel cannot say."""
+    probe = nbformat.v4.new_code_cell(FAILING_LINE)
+    notebook.cells.append(probe)
+    try:
+        client.execute_cell(probe, len(notebook.cells) - 1)
+        number = int(probe.outputs[0]["text"].split()[-1])
+    except (CellExecutionError, IndexError, KeyError, ValueError):
+        return None
+    finally:
+        notebook.cells.pop()
+    lines = cell.source.splitlines()
+    return lines[number - 1].strip() if 0 < number <= len(lines) else None
+
+
+def execute(path, keep_going=False, timeout=900):
+    """(executed notebook, result dict) for the notebook file `path`."""
+    notebook = nbformat.read(path, as_version=4)
+    stored = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            record_timing=False, allow_errors=keep_going,
+                            resources={"metadata": {"path": "."}})
+    result = {"status": "pass"}
+    start = time.monotonic()
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(notebook.cells):
+                try:
+                    client.execute_cell(cell, index)
+                except CellExecutionError:
+                    result.update(status="fail", cell=index + 1, error=error_of(cell))
+                    line = failing_line(client, notebook, cell)
+                    if line:
+                        result["line"] = line
+                    break
+    except (CellTimeoutError, DeadKernelError, RuntimeError) as error:
+        result["status"] = "fail"
+        result["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0]
+    result["seconds"] = round(time.monotonic() - start, 1)
+    result["raised"] = [index + 1 for index, cell in enumerate(notebook.cells)
+                        if cell.cell_type == "code" and error_of(cell)]
+    # Text on stderr where the stored run printed none: nbval fails on it.
+    result["new_stderr"] = [
+        [index + 1, stderr_lines(cell)[0]]
+        for index, (cell, old) in enumerate(zip(notebook.cells, stored.cells))
+        if cell.cell_type == "code" and stderr_lines(cell) and not stderr_lines(old)]
+    return notebook, result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("notebook")
+    parser.add_argument("--output", help="write the executed notebook here")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="run every cell, even after one raised")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    args = parser.parse_args()
+    notebook, result = execute(args.notebook, args.keep_going, args.timeout)
+    if args.output:
+        nbformat.write(notebook, args.output)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Load a chapter's helper code from its cells tagged `export`.
+
+The book's helpers live in its notebooks, so a notebook still runs alone in
+Colab. Tests and benchmarks import them from there: they run the very same
+code as the book.
+"""
+import types
+
+import nbformat
+
+from tools.book import BOOK
+
+
+def export_cells(notebook_name):
+    """The source of each `export` cell of book/<notebook_name>, in order."""
+    path = BOOK / notebook_name
+    if not path.is_file():
+        raise FileNotFoundError(f"no notebook {path}")
+    notebook = nbformat.read(path, as_version=4)
+    cells = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code" and "export" in cell.metadata.get("tags", []):
+            for line in cell.source.splitlines():
+                if line.lstrip().startswith(("%", "!")):
+                    raise ValueError(
+                        f"{path.name} cell {index}: an export cell must be plain "
+                        f"Python, found IPython syntax: {line.strip()!r}")
+            cells.append((index, cell.source))
+    if not cells:
+        raise LookupError(f"{path.name} has no cell tagged 'export'")
+    return cells
+
+
+def load_exports(notebook_name):
+    """Run the `export` cells of a notebook in a new module and return it."""
+    module = types.ModuleType(notebook_name.removesuffix(".ipynb"))
+    module.__file__ = str(BOOK / notebook_name)
+    for index, source in export_cells(notebook_name):
+        code = compile(source, f"{notebook_name}[cell {index}]", "exec")
+        exec(code, module.__dict__)
+    return module

@@ -2,7 +2,7 @@
 import nbformat
 import pytest
 
-from book_files import toc_notebooks
+from tools.book import toc_notebooks
 
 
 @pytest.fixture(scope="session")

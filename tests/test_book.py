@@ -7,8 +7,8 @@ import nbformat
 import pytest
 import yaml
 
-from book_files import BOOK, ROOT, toc_entries, toc_notebooks
-from nbexport import export_cells, load_exports
+from tools.book import BOOK, ROOT, toc_entries, toc_notebooks
+from tools.exports import export_cells, load_exports
 
 
 def code_cells(notebook):

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from book_files import ROOT
+from tools.book import ROOT
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from book_html import colab_url  # noqa: E402

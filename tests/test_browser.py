@@ -22,7 +22,7 @@ import urllib.parse
 
 import pytest
 
-from book_files import ROOT, toc_entries
+from tools.book import ROOT, toc_entries
 
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"

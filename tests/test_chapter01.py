@@ -4,8 +4,8 @@ import re
 import pytest
 import torch
 
-from book_files import BOOK
-from nbexport import load_exports
+from tools.book import BOOK
+from tools.exports import load_exports
 
 THE_ERROR = ("Function TBackward0 returned an invalid gradient at index 0 - "
              "got [10, 90] but expected shape compatible with [10, 100]")

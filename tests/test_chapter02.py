@@ -3,8 +3,8 @@ import nbformat
 import pytest
 import torch
 
-from book_files import BOOK
-from nbexport import load_exports
+from tools.book import BOOK
+from tools.exports import load_exports
 
 ch = load_exports("02_where_the_error_is_raised.ipynb")
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torchviz import make_dot
 
-from book_files import BOOK
-from nbexport import load_exports
+from tools.book import BOOK
+from tools.exports import load_exports
 
 NOTEBOOK = "03_what_holds_the_old_shape.ipynb"
 ch = load_exports(NOTEBOOK)
@@ -133,7 +133,7 @@ def test_accumulator_helpers_find_the_same_node(test1_situation):
     assert ch.accumulator_of(old_loss, layer.weight) is node
     assert ch.accumulator_of(new_loss, layer.weight) is node
     assert ch.accumulator_of(new_loss, torch.ones(2, requires_grad=True)) is None
-    assert ch.recorded_shape(node) == [10, 100]
+    assert ch.recorded_input_shape(node) == [10, 100]
     with pytest.raises(ValueError, match="leaf"):
         ch.grad_accumulator(new_loss)
     with pytest.raises(ValueError, match="leaf"):

@@ -12,8 +12,8 @@ from hypothesis import given, settings, strategies as st
 from torch import nn
 from torch.nn.utils import prune as mask_prune
 
-from book_files import BOOK
-from nbexport import load_exports
+from tools.book import BOOK
+from tools.exports import load_exports
 
 ch = load_exports("04_every_way_out.ipynb")
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from book_files import BOOK
-from nbexport import export_cells, load_exports
+from tools.book import BOOK
+from tools.exports import export_cells, load_exports
 
 NOTEBOOK = "05_variance_pruning.ipynb"
 ch = load_exports(NOTEBOOK)

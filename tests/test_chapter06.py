@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 from torch import nn
 
-from book_files import BOOK
-from nbexport import load_exports
+from tools.book import BOOK
+from tools.exports import load_exports
 
 NOTEBOOK = "06_any_layer_any_node.ipynb"
 ch = load_exports(NOTEBOOK)

@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from nbexport import export_cells, load_exports
+from tools.exports import export_cells, load_exports
 
 NOTEBOOK = "07_tnvp_language_model.ipynb"
 ch = load_exports(NOTEBOOK)

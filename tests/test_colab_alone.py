@@ -15,7 +15,7 @@ import venv
 import nbformat
 import pytest
 
-from book_files import toc_notebooks
+from tools.book import toc_notebooks
 
 CHAPTERS = toc_notebooks()
 

@@ -10,7 +10,7 @@ import re
 import nbformat
 import pytest
 
-from book_files import toc_notebooks
+from tools.book import toc_notebooks
 
 CHAPTERS = toc_notebooks()
 

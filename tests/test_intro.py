@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from book_files import BOOK
+from tools.book import BOOK
 
 THE_ERROR = ("RuntimeError: Function TBackward0 returned an invalid gradient at "
              "index 0 - got [10, 90] but expected shape compatible with [10, 100]")

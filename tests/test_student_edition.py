@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from book_files import ROOT, toc_notebooks
+from tools.book import ROOT, toc_notebooks
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import student_edition  # noqa: E402

@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from book_files import BOOK, toc_notebooks
+from tools.book import BOOK, toc_notebooks
 
 GUIDE = (BOOK / "teachers_guide.md").read_text()
 BEFORE = (BOOK / "before_class.md").read_text()

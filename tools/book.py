@@ -10,6 +10,7 @@ Run as a program it prints the toc's notebooks, one per line (for nbval):
 import re
 from pathlib import Path
 
+import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,12 @@ def toc_notebooks():
         if path.is_file():
             paths.append(path)
     return paths
+
+
+def render(notebook):
+    """A notebook's file text, as nbformat.write writes it."""
+    text = nbformat.writes(notebook)
+    return text if text.endswith("\n") else text + "\n"
 
 
 def chapter_number(path):

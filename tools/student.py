@@ -1,7 +1,7 @@
 """Write the student edition: book/student/NN_name.ipynb from each chapter.
 
-    python scripts/student_edition.py          # (re)write every student notebook
-    python scripts/student_edition.py --check  # exit 1 if one is out of date
+Written by `make generate` (tools.generate) with the book's other generated
+files, from the chapters as generated (copies and setup cells included).
 
 From each chapter of _toc.yml, in the exercises only:
 - each answer cell (tagged `solution`) becomes a stub: the functions it
@@ -17,14 +17,10 @@ function of the chapter alone, so the committed files can be checked.
 import ast
 import copy
 import re
-import sys
-from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from book_files import BOOK, toc_notebooks  # noqa: E402
+from tools.book import BOOK, render
 
 STUDENT = BOOK / "student"
 STUB_ERROR = 'raise NotImplementedError("your answer here")'
@@ -104,37 +100,7 @@ def student_notebook(notebook):
     return student
 
 
-def render(notebook):
-    """The notebook's file text, as nbformat.write writes it."""
-    text = nbformat.writes(notebook)
-    return text if text.endswith("\n") else text + "\n"
-
-
-def editions():
-    """{student path: file text} for every chapter of the toc."""
-    return {STUDENT / path.name: render(student_notebook(
-                nbformat.read(path, as_version=4)))
-            for path in toc_notebooks()}
-
-
-def main(argv):
-    wanted = editions()
-    if "--check" in argv:
-        stale = [p for p, text in wanted.items()
-                 if not p.is_file() or p.read_text() != text]
-        extra = sorted(set(STUDENT.glob("*.ipynb")) - set(wanted))
-        for path in stale + extra:
-            print(f"out of date: {path.relative_to(ROOT)}")
-        return 1 if stale or extra else 0
-    STUDENT.mkdir(exist_ok=True)
-    for path in set(STUDENT.glob("*.ipynb")) - set(wanted):
-        path.unlink()
-    for path, text in wanted.items():
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
-            print(f"wrote {path.relative_to(ROOT)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def editions(chapters):
+    """{student path: file text} for each chapter of `chapters` ({path: notebook})."""
+    return {STUDENT / path.name: render(student_notebook(notebook))
+            for path, notebook in chapters.items()}

@@ -1,96 +1,110 @@
-"""The teacher's guide's two 90-minute lessons match the chapters' own
-minutes, and the before-class page covers every chapter."""
+"""The teaching plan: book/_data/lessons.yml, the chapters' own minutes, and
+the tables tools/plan.py writes from them for the teacher's guide and the
+before-class page."""
+import copy
 import re
 
-import nbformat
 import pytest
 
 from tools.book import BOOK, toc_notebooks
+from tools.plan import (PlanError, generated, read_chapters, read_plan,
+                        run_times)
 
 GUIDE = (BOOK / "teachers_guide.md").read_text()
 BEFORE = (BOOK / "before_class.md").read_text()
-FLAT = " ".join(GUIDE.split())  # wrapped lines joined
-SECTION_MARK = re.compile(r" \((?:core, (\d+) min|optional)\)$")
-LESSONS = {1: [1, 2, 3], 2: [4, 5]}
+INCLUDE = re.compile(r"^```\{include\} (\S+)\s*$", re.M)
 
 
-def chapter_plans():
-    """{number: (stated minutes, [(section title, minutes or None)])}."""
-    plans = {}
-    for path in toc_notebooks():
-        notebook = nbformat.read(path, as_version=4)
-        stated = int(re.search(r"Time: about (\d+) minutes",
-                               notebook.cells[0].source)[1])
-        sections = [(SECTION_MARK.sub("", line)[3:],
-                     int(m[1]) if (m := SECTION_MARK.search(line)) and m[1] else None)
-                    for cell in notebook.cells if cell.cell_type == "markdown"
-                    for line in cell.source.splitlines() if line.startswith("## ")]
-        plans[int(path.name[:2])] = (stated, sections)
-    return plans
+def core_minutes(lesson):
+    chapters = read_chapters()
+    return sum(chapters[c].minutes for c in lesson["chapters"])
 
 
-PLANS = chapter_plans()
+def test_committed_generated_files_are_what_the_plan_writes():
+    """Run `python -m tools.plan` after changing the plan, a chapter's
+    headings or the versions matrix, and commit what it writes."""
+    for path, text in generated().items():
+        assert path.is_file(), f"{path.name} is missing: run python -m tools.plan"
+        assert path.read_text() == text, f"{path.name} is stale: run python -m tools.plan"
 
 
-def lesson_rows(number):
-    """[(start, end, chapter, section, minutes)] of lesson `number`'s table."""
-    part = re.search(rf"^## Lesson {number}: .*?$(.*?)(?=^## )", GUIDE, re.M | re.S)
-    assert part, f"no section '## Lesson {number}: ...'"
-    rows = re.findall(r"^\| (\d+)–(\d+) \| (\d+) \| (.+?) \| (\d+) \|$", part[1], re.M)
-    total = re.search(r"^\| \| \| \*\*Total\*\* \| \*\*(\d+)\*\* \|$", part[1], re.M)
-    assert total and int(total[1]) == 90
-    return [(int(a), int(b), int(c), title, int(m)) for a, b, c, title, m in rows]
+def test_every_chapter_marks_its_sections_and_states_their_sum():
+    chapters = read_chapters()  # raises on an unmarked heading or a wrong sum
+    assert sorted(chapters) == sorted(int(p.name[:2]) for p in toc_notebooks())
+    for chapter in chapters.values():
+        assert chapter.core, chapter.stem
+        assert chapter.minutes == sum(minutes for _, minutes in chapter.core)
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_lesson_is_90_minutes_of_its_chapters_core_sections(lesson):
-    rows = lesson_rows(lesson)
-    assert sum(r[4] for r in rows) == 90
-    assert rows[0][0] == 0 and rows[-1][1] == 90
-    for (start, end, _, _, minutes), after in zip(rows, rows[1:] + [None]):
-        assert end - start == minutes
-        assert after is None or after[0] == end
-    assert sorted({r[2] for r in rows}) == LESSONS[lesson]
-    for chapter in LESSONS[lesson]:
-        stated, sections = PLANS[chapter]
-        core = [(title, minutes) for title, minutes in sections if minutes]
-        assert [(r[3], r[4]) for r in rows if r[2] == chapter] == core
-        assert sum(minutes for _, minutes in core) == stated
+def test_plan_names_real_chapters_and_fills_each_lesson_exactly():
+    chapters = read_chapters()
+    lessons = read_plan()["lessons"]
+    assert lessons
+    for number, lesson in enumerate(lessons, 1):
+        assert lesson["chapters"], number
+        assert set(lesson["chapters"]) <= set(chapters), number
+        core = sum(chapters[c].minutes for c in lesson["chapters"])
+        assert core == lesson["minutes"], (
+            f"lesson {number}: core sections take {core} of {lesson['minutes']} min")
 
 
-def test_lesson_headings_give_each_chapter_its_stated_time():
-    headings = re.findall(r"^## Lesson (\d), (\d+)–(\d+) min: .*\(chapter (\d+), (\d+) min\)$",
-                          GUIDE, re.M)
-    by_lesson = {}
-    for lesson, start, end, chapter, minutes in headings:
-        assert int(end) - int(start) == int(minutes) == PLANS[int(chapter)][0]
-        by_lesson.setdefault(int(lesson), []).append((int(start), int(end), int(chapter)))
-    assert sorted(by_lesson) == [1, 2]
-    for lesson, blocks in by_lesson.items():
-        assert [c for _, _, c in blocks] == LESSONS[lesson]
-        assert blocks[0][0] == 0 and blocks[-1][1] == 90
-        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+def test_a_plan_naming_a_missing_chapter_is_refused():
+    plan = copy.deepcopy(read_plan())
+    plan["lessons"][0]["chapters"].append(99)
+    with pytest.raises(PlanError, match="chapter 99"):
+        generated(plan)
 
 
-def test_every_minute_figure_matches_the_chapter_it_names():
-    named = re.findall(r"\(chapter (\d+), (\d+) min\)", FLAT)
-    assert len(named) >= 5
-    for chapter, minutes in named:
-        assert PLANS[int(chapter)][0] == int(minutes), (chapter, minutes)
-    sections = re.findall(r"Chapter (\d+), \*(.+?)\* \((\d+) min\)", FLAT)
-    assert len(sections) >= 5
-    for chapter, title, minutes in sections:
-        marks = dict(PLANS[int(chapter)][1])
-        assert marks.get(title) == int(minutes), (chapter, title, minutes)
+def test_a_lesson_too_short_for_its_chapters_is_refused():
+    plan = copy.deepcopy(read_plan())
+    plan["lessons"][0]["minutes"] = core_minutes(plan["lessons"][0]) - 1
+    with pytest.raises(PlanError, match="lesson 1 lasts"):
+        generated(plan)
 
 
-def test_optional_sections_and_later_chapters_are_homework_in_the_guide():
-    for chapter, (stated, sections) in PLANS.items():
-        for title, minutes in sections:
-            if minutes is None:
-                assert f"*{title}*" in FLAT, (chapter, title)
-        if chapter > 5:
-            assert f"(chapter {chapter}, {stated} min)" in FLAT, chapter
+def test_a_chapter_in_two_lessons_is_refused():
+    plan = copy.deepcopy(read_plan())
+    plan["lessons"][1]["chapters"].append(plan["lessons"][0]["chapters"][0])
+    plan["lessons"][1]["minutes"] += 60
+    with pytest.raises(PlanError, match="in lesson 1 and in lesson 2"):
+        generated(plan)
+
+
+def test_a_lesson_with_time_left_shows_it_and_ends_on_time():
+    plan = copy.deepcopy(read_plan())
+    plan["lessons"][0]["minutes"] = core_minutes(plan["lessons"][0]) + 5
+    files = generated(plan)
+    table = next(text for path, text in files.items() if path.name == "lesson_1.md")
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    length = plan["lessons"][0]["minutes"]
+    assert rows[-2].startswith(f"| {length - 5}–{length} | | Spare")
+    assert rows[-1] == f"| | | **Total** | **{length}** |"
+
+
+def test_run_times_span_only_passing_runs():
+    chapters = {n: c for n, c in read_chapters().items() if n <= 2}
+    stems = [c.stem for c in chapters.values()]
+    matrix = {
+        "2.10.0": {"chapters": {stems[0]: {"status": "pass", "seconds": 9.6},
+                                stems[1]: {"status": "fail", "seconds": 99.0}}},
+        "2.9.1": {"chapters": {stems[0]: {"status": "pass", "seconds": 4.4},
+                               stems[1]: {"status": "pass", "seconds": 6.0}}},
+    }
+    table = run_times(matrix, chapters).splitlines()
+    assert "torch 2.9.1 to 2.10.0, 2 releases" in table[0]
+    assert table[2] == "| 1 | 4 to 10 s |"
+    assert table[3] == "| 2 | 6 s (passes on 1 of the 2 releases) |"
+
+
+def test_pages_include_every_generated_file():
+    included = {BOOK / name for page in BOOK.glob("*.md")
+                for name in INCLUDE.findall(page.read_text())}
+    assert set(generated()) <= included
+    guide = {BOOK / name for name in INCLUDE.findall(GUIDE)}
+    lessons = [path for path in generated() if path.name.startswith("lesson_")]
+    assert len(lessons) == len(read_plan()["lessons"])
+    assert set(lessons) <= guide
+    assert BOOK / "_generated/run_times.md" in {BOOK / n for n in INCLUDE.findall(BEFORE)}
 
 
 @pytest.mark.parametrize("page", ["teachers_guide.md", "before_class.md"])
@@ -110,21 +124,3 @@ def test_before_class_quiz_has_ten_questions_with_hidden_answers_from_cells():
         linked = re.findall(r"\]\((\d\d_\w+\.ipynb)\)", text)
         assert linked and set(linked) <= chapters, number
         assert "prints" in text, f"answer {number} names the cell that prints it"
-
-
-def test_before_class_gives_every_chapter_a_run_time():
-    rows = re.findall(r"^\| (\d+) \| .*\d+ s", BEFORE, re.M)
-    assert rows == [str(int(p.name[:2])) for p in toc_notebooks()]
-
-
-def test_before_class_run_times_are_the_versions_matrix_range():
-    """The run-time table is the min to max seconds `make versions` measured."""
-    matrix = (BOOK / "_generated" / "versions_matrix.md").read_text()
-    table = matrix.split("\n\n")[0].splitlines()[2:]
-    seconds = [[int(s) for s in re.findall(r"pass, (\d+) s", row)] for row in table]
-    assert seconds and all(len(row) == len(seconds[0]) for row in seconds)
-    for number, column in enumerate(zip(*seconds), 1):
-        low, high = min(column), max(column)
-        shown = re.search(rf"^\| {number} \| (\d+)(?: to (\d+))? s", BEFORE, re.M)
-        assert shown, f"chapter {number} has no run time"
-        assert (int(shown[1]), int(shown[2] or shown[1])) == (low, high), number

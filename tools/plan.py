@@ -1,0 +1,209 @@
+"""The teaching plan's tables, written from the facts they are made of.
+
+- each lesson's timetable: the lessons of book/_data/lessons.yml (which
+  chapters, how many minutes) and each chapter's own `## ... (core, N min)`
+  and `## ... (optional)` headings;
+- every chapter at a glance: in which lesson, its core minutes, its
+  optional sections;
+- the before-class run times: each chapter's fastest and slowest passing
+  run over the releases of book/_generated/versions_matrix.json.
+
+`generated()` returns {path: text} for files under book/_generated/, which
+the teacher's guide and the before-class page include. Run as a program it
+writes them:
+    python -m tools.plan
+"""
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from tools.book import BOOK, GENERATED, ROOT, chapter_number, toc_notebooks, version_tuple
+
+PLAN = BOOK / "_data" / "lessons.yml"
+MATRIX = GENERATED / "versions_matrix.json"
+
+HEADING = re.compile(r"^## (.+?)(?: \((?:core, (\d+) min|(optional))\))?\s*$")
+STATED = re.compile(r"Time: about (\d+) minutes \(core sections\)")
+
+
+class PlanError(ValueError):
+    """The plan, or a chapter's own minutes, cannot make a timetable."""
+
+
+@dataclass
+class Chapter:
+    number: int
+    stem: str
+    title: str
+    minutes: int        # "Time: about N minutes (core sections)."
+    sections: list      # [(title, minutes, or None for an optional section)]
+
+    @property
+    def core(self):
+        return [(title, minutes) for title, minutes in self.sections
+                if minutes is not None]
+
+    @property
+    def optional(self):
+        return [title for title, minutes in self.sections if minutes is None]
+
+
+def read_chapter(path):
+    """A chapter's title, stated minutes and marked `## ` sections."""
+    path = Path(path)
+    notebook = nbformat.read(path, as_version=4)
+    markdown = [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    stated = STATED.search(markdown[0]) if markdown else None
+    if not stated:
+        raise PlanError(f"{where}: the first Markdown cell does not say "
+                        "'Time: about N minutes (core sections).'")
+    title = next((line[2:].strip() for line in markdown[0].splitlines()
+                  if line.startswith("# ")), path.stem)
+    sections = []
+    for source in markdown:
+        for line in source.splitlines():
+            match = HEADING.match(line) if line.startswith("## ") else None
+            if not match:
+                continue
+            if not (match[2] or match[3]):
+                raise PlanError(f"{where}: the heading {line!r} is marked "
+                                "neither '(core, N min)' nor '(optional)'")
+            sections.append((match[1], int(match[2]) if match[2] else None))
+    chapter = Chapter(chapter_number(path), path.stem, title, int(stated[1]), sections)
+    core = sum(minutes for _, minutes in chapter.core)
+    if core != chapter.minutes:
+        raise PlanError(f"{where}: states {chapter.minutes} minutes, but its "
+                        f"core sections' minutes add up to {core}")
+    return chapter
+
+
+def read_chapters():
+    """{number: Chapter} for the notebooks of the toc."""
+    return {chapter.number: chapter for chapter in map(read_chapter, toc_notebooks())}
+
+
+def read_plan(path=PLAN):
+    return yaml.safe_load(Path(path).read_text())
+
+
+def lessons(plan, chapters):
+    """[(lesson number, minutes, [Chapter])], checked against the chapters."""
+    where = PLAN.relative_to(ROOT)
+    entries = (plan or {}).get("lessons")
+    if not entries:
+        raise PlanError(f"{where}: no `lessons:` list")
+    result, placed = [], {}
+    for number, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict) or set(entry) != {"chapters", "minutes"}:
+            raise PlanError(f"{where}: lesson {number} needs exactly `chapters` "
+                            f"and `minutes`, got {entry!r}")
+        length = entry["minutes"]
+        if not isinstance(length, int) or length <= 0:
+            raise PlanError(f"{where}: lesson {number} lasts {length!r} minutes")
+        taught = []
+        for name in entry["chapters"] or []:
+            if name not in chapters:
+                known = ", ".join(str(n) for n in sorted(chapters))
+                raise PlanError(f"{where}: lesson {number} names chapter {name!r}, "
+                                f"which is not a chapter of the toc ({known})")
+            if name in placed:
+                raise PlanError(f"{where}: chapter {name} is in lesson "
+                                f"{placed[name]} and in lesson {number}")
+            placed[name] = number
+            taught.append(chapters[name])
+        if not taught:
+            raise PlanError(f"{where}: lesson {number} covers no chapter")
+        core = sum(chapter.minutes for chapter in taught)
+        if core > length:
+            parts = " + ".join(f"{c.minutes} (chapter {c.number})" for c in taught)
+            raise PlanError(f"{where}: lesson {number} lasts {length} min, but "
+                            f"its chapters' core sections take {core} min: {parts}")
+        result.append((number, length, taught))
+    return result
+
+
+NOTE = "% Written by `python -m tools.plan` from {source}; not edited by hand.\n\n"
+
+
+def timetable(length, taught):
+    """A lesson's table: every core section of its chapters, minute by minute."""
+    lines = ["| Time | Chapter | Core section | Minutes |",
+             "| --- | --- | --- | --- |"]
+    start = 0
+    for chapter in taught:
+        for title, minutes in chapter.core:
+            lines.append(f"| {start}–{start + minutes} | {chapter.number} "
+                         f"| {title} | {minutes} |")
+            start += minutes
+    if start < length:
+        lines.append(f"| {start}–{length} | | Spare: questions, or an optional "
+                     f"section | {length - start} |")
+    lines.append(f"| | | **Total** | **{length}** |")
+    return "\n".join(lines) + "\n"
+
+
+def overview(chapters, placed):
+    """Every chapter: its lesson (or homework), core minutes, optional sections."""
+    lines = ["| Chapter | Taught in | Core sections | Optional sections |",
+             "| --- | --- | --- | --- |"]
+    for number, chapter in sorted(chapters.items()):
+        lesson = f"lesson {placed[number]}" if number in placed else "after the lessons"
+        optional = "; ".join(f"*{title}*" for title in chapter.optional) or "none"
+        lines.append(f"| {number}. {{doc}}`{chapter.stem}` | {lesson} "
+                     f"| {chapter.minutes} min | {optional} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_times(matrix, chapters):
+    """Each chapter's fastest to slowest passing run over the matrix's releases."""
+    releases = sorted(matrix, key=version_tuple)
+    if not releases:
+        raise PlanError(f"{MATRIX.relative_to(ROOT)} holds no release")
+    span = (f"torch {releases[0]} to {releases[-1]}" if len(releases) > 1
+            else f"torch {releases[0]}")
+    lines = [f"| Chapter | Run time ({span}, {len(releases)} releases) |",
+             "| --- | --- |"]
+    for number, chapter in sorted(chapters.items()):
+        seconds = [matrix[r]["chapters"][chapter.stem]["seconds"] for r in releases
+                   if matrix[r].get("chapters", {}).get(chapter.stem, {})
+                   .get("status") == "pass"]
+        if not seconds:
+            shown = "no passing run"
+        else:
+            low, high = f"{min(seconds):.0f}", f"{max(seconds):.0f}"
+            shown = f"{low} s" if low == high else f"{low} to {high} s"
+            if len(seconds) < len(releases):
+                shown += f" (passes on {len(seconds)} of the {len(releases)} releases)"
+        lines.append(f"| {number} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
+def generated(plan=None, matrix=None):
+    """{path under book/_generated: text}. `plan` and `matrix` default to the
+    contents of book/_data/lessons.yml and book/_generated/versions_matrix.json."""
+    plan = read_plan() if plan is None else plan
+    matrix = json.loads(MATRIX.read_text()) if matrix is None else matrix
+    chapters = read_chapters()
+    taught = lessons(plan, chapters)
+    from_plan = NOTE.format(source="book/_data/lessons.yml and the chapters' "
+                                   "`## ` headings")
+    files = {}
+    for number, length, its_chapters in taught:
+        files[GENERATED / f"lesson_{number}.md"] = from_plan + timetable(length, its_chapters)
+    placed = {chapter.number: number for number, _, its in taught for chapter in its}
+    files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, placed)
+    files[GENERATED / "run_times.md"] = (
+        NOTE.format(source="book/_generated/versions_matrix.json")
+        + run_times(matrix, chapters))
+    return files
+
+
+if __name__ == "__main__":
+    for path, text in generated().items():
+        path.write_text(text)
+        print(path.relative_to(ROOT))

@@ -1,12 +1,14 @@
-# Two commands: `make book` builds the HTML book, `make test` runs every test.
-# Both create .venv and install requirements.txt into it on first use.
+# `make book` builds the HTML book, `make test` runs every test. Both create
+# .venv and install requirements.txt into it on first use. CONTRIBUTING.md
+# says which target to run after which change.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: setup book book-strict test dot bench versions clean
+.PHONY: setup book book-strict test nbval pytest lint generate generate-check \
+        execute dot bench versions clean student
 
 setup: $(STAMP)
 
@@ -26,7 +28,17 @@ book-strict: setup
 	$(VENV)/bin/jupyter-book build --all --warningiserror --keep-going --quiet .
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
-# torchviz needs graphviz's `dot` to draw graphs when nbval re-runs them.
+# Every file written from another: setup cells and helper copies in the
+# chapters, the student edition, the tables under book/_generated.
+generate: setup
+	$(PY) -m tools.generate
+
+# Fails, naming the files, if a generated file differs from what
+# `make generate` would write (a copy edited by hand, a source edited alone).
+generate-check: setup
+	$(PY) -m tools.generate --check
+
+# torchviz needs graphviz's `dot` to draw graphs when the chapters run.
 dot:
 	@command -v dot >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -36,40 +48,54 @@ dot:
 	    exit 1; \
 	  fi; }
 
-# nbval (strict) over every notebook in _toc.yml, plus every test in tests/
-# (the browser test reads the book that `book` builds; it is skipped, with
-# a message, where Chromium is not installed).
 # Stored outputs are compared digit for digit, and PyTorch's CPU kernels round
 # differently on AVX2 and AVX-512 machines (chapter 5's training shifts by a
 # test image or two). The notebooks are executed, and compared, with the
 # kernels held at the AVX2 level that every x86-64 machine of today has.
 CPU_KERNELS := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+ALONE := _build/alone
+NOTEBOOKS = $(shell $(PY) -m tools.book)
 
+# Every test, on both cores: nbval (strict) over a copy of each chapter in a
+# folder of its own (so each runs alone, as in Colab; tests/conftest.py fails
+# the run if one writes a file there), and every test in tests/ (the browser
+# test reads the book that `book` builds).
 test: setup dot book
-	$(CPU_KERNELS) $(PY) -m pytest -p no:cacheprovider \
+	rm -rf $(ALONE)
+	for notebook in $(NOTEBOOKS); do \
+	  name=$$(basename $$notebook .ipynb); mkdir -p $(ALONE)/$$name; \
+	  cp $$notebook $(ALONE)/$$name/; done
+	$(CPU_KERNELS) $(PY) -m pytest -n 2 --dist loadfile --durations=12 \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 \
 	  --nbval-sanitize-with tests/sanitize.cfg \
-	  $$($(PY) tests/book_files.py) tests/
+	  $(ALONE)/*/*.ipynb tests/
+
+# ruff over the Python files and the notebooks (settings in pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check .
+
+# Re-run chapters and store their new outputs (after editing one):
+#   make execute NOTEBOOKS_TO_RUN="book/04_every_way_out.ipynb"
+NOTEBOOKS_TO_RUN ?= $(NOTEBOOKS)
+execute: setup dot
+	$(CPU_KERNELS) $(PY) -m tools.run --write $(NOTEBOOKS_TO_RUN)
+	$(PY) -m tools.generate
 
 # Inference speed of dense vs pruned models (timings: not part of `make test`).
 bench: setup
-	$(PY) benchmarks/tnvp_speed.py
+	$(PY) -m benchmarks.tnvp_speed
 
-# Every chapter run alone on each torch release (one venv under ../venvs,
-# moved from release to release, removed at the end unless KEEP=1;
-# VERSIONS="2.5.1 2.9.1" picks a subset), then facts read from each release's
-# wheel. Both write the files
-# under book/_generated that book/versions.md includes; results are cached by
-# a hash of each chapter's code, so a rerun only runs what changed.
+# Every chapter run alone on each torch release of torch_releases.txt (one
+# venv under ../venvs, moved from release to release, removed at the end
+# unless KEEP=1; VERSIONS="2.5.1 2.9.1" picks a subset), then facts read from
+# each release's wheel; both write files under book/_generated that
+# book/versions.md includes. Cached: a rerun only runs what changed.
 versions: setup
-	nice -n 10 $(PY) scripts/torch_versions.py
-	nice -n 10 $(PY) scripts/wheel_facts.py
+	nice -n 10 $(PY) -m tools.versions
+	nice -n 10 $(PY) -m tools.wheel_facts
+
+# The student edition is generated with everything else.
+student: generate
 
 clean:
 	rm -rf _build
-
-# The student edition: book/student/NN_*.ipynb from the chapters, answers
-# left to the student (scripts/student_edition.py). Commit the result.
-.PHONY: student
-student: setup
-	$(PY) scripts/student_edition.py

@@ -14,13 +14,9 @@ ActivationTracker's hooks on against off, in this process (chapter 5's
 on chapter 5's MLP and on chapter 7's transformer language model, printed as
 `tnvp-overhead: <model> ... ratio R` (R = step time with statistics / without).
 """
-import sys
-from pathlib import Path
-
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from nbexport import load_exports  # noqa: E402
+from tools.exports import load_exports
 
 if __name__ == "__main__":
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 import yaml
 
-from tools.book import BOOK, ROOT, toc_entries, toc_notebooks
+from tools.book import BOOK, ROOT, toc_entries, toc_notebooks, torch_pin
 from tools.exports import export_cells, load_exports
 
 
@@ -123,11 +123,11 @@ def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
 
 
 def test_requirements_are_pinned():
-    lines = [l.strip() for l in (ROOT / "requirements.txt").read_text().splitlines()
-             if l.strip() and not l.startswith("#")]
-    assert lines and all(re.fullmatch(r"[\w.-]+==[\w.+-]+", l) for l in lines), lines
-    assert "torch==2.13.0" in lines
-    assert any(l.startswith("jupyter-book==1.0.") for l in lines)
+    lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines and all(re.fullmatch(r"[\w.-]+==[\w.+-]+", line) for line in lines), lines
+    assert f"torch=={torch_pin()}" in lines
+    assert any(line.startswith("jupyter-book==1.0.") for line in lines)
 
 
 def test_export_loader_runs_the_tagged_cells():

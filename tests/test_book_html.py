@@ -1,12 +1,8 @@
 """The Colab badge is built from the repository setting."""
-import sys
 
 import pytest
 
-from tools.book import ROOT
-
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from book_html import colab_url  # noqa: E402
+from book._ext.book_html import colab_url
 
 
 def test_colab_url_points_at_the_notebook_on_github():

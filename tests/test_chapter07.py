@@ -1,41 +1,19 @@
 """Chapter 7: TNVP on a small transformer language model's FFN neurons.
 
-The helpers are the chapter's own `export` cells (loaded with load_exports);
-the ones it shares with chapter 5 must be chapter 5's, verbatim.
+The helpers are the chapter's own `export` cells (loaded with load_exports),
+the copies of chapters 4's and 5's included (tests/test_generated.py holds
+the copies to their sources).
 """
-import ast
 import copy
 
 import pytest
 import torch
 
-from tools.exports import export_cells, load_exports
+from tools.exports import load_exports
 
 NOTEBOOK = "07_tnvp_language_model.ipynb"
 ch = load_exports(NOTEBOOK)
 DATA = dict(train=ch.make_corpus(0, 40000), valid=ch.make_corpus(1, 4096))
-SHARED = ("RunningStats", "ActivationTracker", "pruning_schedule", "prune_neurons",
-          "prune_linear_pair", "_as_keep_indices", "_sliced", "_new_parameter",
-          "_sliced_state")
-
-
-def _definitions(notebook):
-    found = {}
-    for _, source in export_cells(notebook):
-        tree = ast.parse(source)
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                found[node.name] = ast.get_source_segment(source, node)
-    return found
-
-
-def test_shared_helpers_are_chapter_5s_verbatim():
-    ours, theirs = _definitions(NOTEBOOK), _definitions("05_variance_pruning.ipynb")
-    for name in SHARED:
-        assert name in ours and name in theirs, name
-        assert ours[name] == theirs[name], f"{name} differs from chapter 5's"
-
-
 # --- the language -------------------------------------------------------------
 
 def test_corpus_is_the_same_text_everywhere():

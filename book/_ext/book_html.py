@@ -6,10 +6,14 @@ The link is built from `repository.url`, `repository.branch` and
 `repository.path_to_book` in _config.yml, so the repository address is
 written in one place. The badge is drawn inline (no external image).
 
-2. Each script tag once: sphinx-thebe 0.3.1 registers its configuration
+2. `{{ torch_pin }}` in the pages: the torch release the stored outputs
+   were made with, read from requirements.txt (its one place) by tools.book.
+
+3. Each script tag once: sphinx-thebe 0.3.1 registers its configuration
    script twice under Jupyter Book 1.0, and the second copy fails in the
    browser ("Identifier 'THEBE_JS_URL' has already been declared").
 """
+import importlib.util
 import re
 from pathlib import Path, PurePosixPath
 
@@ -134,8 +138,26 @@ def keep_the_navbar_off(app, config):
     options.setdefault("navbar_persistent", [])
 
 
+def book_facts_module(root):
+    """tools/book.py of the repository at `root`, loaded from its file (the
+    extension runs inside Sphinx, where the repository is not importable)."""
+    spec = importlib.util.spec_from_file_location(
+        "book_facts", Path(root) / "tools" / "book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def add_substitutions(app, config):
+    """{{ torch_pin }}: requirements.txt's torch pin, for the pages' prose."""
+    facts = book_facts_module(app.confdir)
+    config.myst_substitutions = {**(config.myst_substitutions or {}),
+                                 "torch_pin": facts.torch_pin()}
+
+
 def setup(app):
     app.connect("config-inited", keep_the_navbar_off)
+    app.connect("config-inited", add_substitutions)
     app.connect("doctree-read", add_badge)
     app.add_role("student-colab", student_colab_role)
     app.connect("html-page-context", drop_duplicate_scripts, priority=100)

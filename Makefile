@@ -62,7 +62,7 @@ bench: setup
 # under book/_generated that book/versions.md includes; results are cached by
 # a hash of each chapter's code, so a rerun only runs what changed.
 versions: setup
-	nice -n 10 $(PY) scripts/torch_versions.py
+	nice -n 10 $(PY) -m tools.versions
 	nice -n 10 $(PY) scripts/wheel_facts.py
 
 clean:

@@ -63,7 +63,7 @@ bench: setup
 # a hash of each chapter's code, so a rerun only runs what changed.
 versions: setup
 	nice -n 10 $(PY) -m tools.versions
-	nice -n 10 $(PY) scripts/wheel_facts.py
+	nice -n 10 $(PY) -m tools.wheel_facts
 
 clean:
 	rm -rf _build

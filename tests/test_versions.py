@@ -1,12 +1,16 @@
-"""The versions matrix: its table, its cache key, and pip's configuration
-read for a cap on torch (nothing is installed)."""
+"""The versions matrix and the wheel facts: their tables, their cache key,
+and pip's configuration read for a cap on torch (nothing is installed)."""
+import json
 import os
 import sys
+import zipfile
 
 import nbformat
 
 from tools.pip_config import constraint_files, pip_environment, torch_cap, torch_excluded
 from tools.versions import notebook_key, table_text, venv_pins
+from tools.wheel_facts import INCLUDE, MISSING, facts
+from tools.wheel_facts import table_text as wheel_table_text
 
 MACHINE = {"cores": 2, "arch": "x86_64"}
 
@@ -150,3 +154,32 @@ def test_a_cap_set_by_pip_constraint_is_dropped(tmp_path):
     assert torch_cap("2.5.1", sys.executable, env) is None
     freed = pip_environment("2.6.0", sys.executable, env)
     assert freed["PIP_CONFIG_FILE"] == os.devnull and "PIP_CONSTRAINT" not in freed
+
+
+def fake_wheel(path, members):
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in members.items():
+            wheel.writestr(name, text)
+    return path
+
+
+def test_wheel_facts_tell_a_missing_file_from_an_absent_feature(tmp_path):
+    wheel = fake_wheel(tmp_path / "torch-9.9.9-cp311-cp311-linux_x86_64.whl", {
+        "torch/autograd/graph.py": "def register_hook():\n    pass\n",
+        INCLUDE + "variable.h": "  std::weak_ptr<Node> grad_accumulator_;\n",
+        "torch/lib/libtorch_python.so": b"\x00other_name\x00",
+    })
+    found = facts(wheel)
+    assert found["get_gradient_edge"] is False       # graph.py is there, without it
+    assert found["register_prehook"] is False
+    assert found["maybe_reduce"] is None             # input_metadata.h is not there
+    assert found["_input_metadata"] is False
+    assert found["validate_outputs_impl"] is None    # no libtorch_cpu.so
+    assert found["transpose_node"] is None           # no Functions.h
+    assert found["accumulator_field"] == "std::weak_ptr<Node>"
+    assert found["try_get_grad_accumulator"] == []
+    assert found["t_formula"] is None and found["derivatives_yaml"] is None
+    text = wheel_table_text({"9.9.9": found})
+    assert (f"| 9.9.9 | {MISSING} | `weak_ptr` | none | {MISSING} | {MISSING} |") in text
+    assert f"| 9.9.9 | no | no | no | {MISSING} |" in text
+    json.dumps(found)  # stored as JSON

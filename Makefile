@@ -89,7 +89,8 @@ bench: setup
 # venv under ../venvs, moved from release to release, removed at the end
 # unless KEEP=1; VERSIONS="2.5.1 2.9.1" picks a subset), then facts read from
 # each release's wheel; both write files under book/_generated that
-# book/versions.md includes. Cached: a rerun only runs what changed.
+# book/versions.md includes. Cached by the chapters' code and the pins
+# installed: a rerun only runs what changed.
 versions: setup
 	nice -n 10 $(PY) -m tools.versions
 	nice -n 10 $(PY) -m tools.wheel_facts

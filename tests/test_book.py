@@ -7,6 +7,7 @@ import nbformat
 import pytest
 import yaml
 
+from tools import copies
 from tools.book import BOOK, ROOT, toc_entries, toc_notebooks, torch_pin
 from tools.exports import export_cells, load_exports
 
@@ -59,10 +60,16 @@ def test_failing_cells_are_tagged_and_keep_their_error(notebooks):
 
 
 def test_first_code_cell_is_the_guarded_setup(notebooks):
+    """The setup cell (written by `make generate` from tools.copies) ran and
+    printed the reader's torch; each package it installs is guarded."""
     for path, nb in notebooks.items():
         _, first = code_cells(nb)[0]
-        assert "import torchviz" in first.source, path.name
-        assert "except ModuleNotFoundError" in first.source, path.name
+        assert "setup" in first.metadata, path.name
+        for package in first.metadata["setup"]["install"]:
+            module = copies.INSTALLABLE[package]
+            assert f"    import {module}  #" in first.source, (path.name, package)
+        assert first.source.count("except ModuleNotFoundError") == len(
+            first.metadata["setup"]["install"]), path.name
         assert "torch.manual_seed(" in first.source, path.name
         printed = "".join(o.get("text", "") for o in first.outputs)
         assert re.search(r"^torch \d+\.\d+", printed, re.M), path.name

@@ -6,13 +6,18 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: setup book book-strict test dot bench versions clean
+.PHONY: setup book book-strict test dot bench versions clean lint-workflows publish-dry-run
 
 setup: $(STAMP)
+
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs requirements.txt's
+# torch from that index first (the CPU build, not PyPI's multi-GB CUDA build).
+TORCH_INDEX ?=
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet "$$(grep '^torch==' requirements.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $@
 
@@ -73,3 +78,23 @@ clean:
 .PHONY: student
 student: setup
 	$(PY) scripts/student_edition.py
+
+# The GitHub workflows (and Dependabot's configuration), checked offline:
+# fails on any actionlint error and on any zizmor finding of medium severity
+# or more (an action not pinned by commit hash, broad permissions, a checkout
+# that keeps its token, ...). GITHUB_DIR=path checks another copy.
+GITHUB_DIR ?= .github
+
+lint-workflows: setup
+	$(VENV)/bin/actionlint $(GITHUB_DIR)/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --min-severity medium $(GITHUB_DIR)
+
+# The Pages workflow's build job, run here on a scratch copy of HEAD with
+# REPOSITORY as GitHub sets it; then the built site is checked: Colab badges,
+# launch buttons and repository button point at REPOSITORY, every local link
+# resolves, and the placeholder guard stops a build without REPOSITORY
+# (tools/publish.py).
+REPOSITORY ?= someone/pruning-book
+
+publish-dry-run: setup
+	$(PY) -m tools.publish --repository $(REPOSITORY)

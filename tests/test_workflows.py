@@ -18,6 +18,9 @@ from tools import citation, publish
 from tools.book import ROOT, torch_pin, torch_releases
 
 WORKFLOWS = ROOT / ".github" / "workflows"
+# The Citation File Format's schema 1.2.0, as cffconvert 2.0.0 ships it
+# (cffconvert --validate checks CITATION.cff against it; cffconvert itself
+# needs jsonschema<4, which cannot be installed beside the book's packages).
 CFF_SCHEMA = ROOT / "tests" / "data" / "citation-file-format-1.2.0.schema.json"
 PINNED = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
 

@@ -7,14 +7,19 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: setup book book-strict test nbval pytest lint generate generate-check \
-        execute dot bench versions clean student
+.PHONY: setup book book-strict test lint generate generate-check execute dot \
+        bench versions clean student lint-workflows publish-dry-run
 
 setup: $(STAMP)
+
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu installs requirements.txt's
+# torch from that index first (the CPU build, not PyPI's multi-GB CUDA build).
+TORCH_INDEX ?=
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet "$$(grep '^torch==' requirements.txt)" --index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $@
 
@@ -100,3 +105,23 @@ student: generate
 
 clean:
 	rm -rf _build
+
+# The GitHub workflows (and Dependabot's configuration), checked offline:
+# fails on any actionlint error and on any zizmor finding of medium severity
+# or more (an action not pinned by commit hash, broad permissions, a checkout
+# that keeps its token, ...). GITHUB_DIR=path checks another copy.
+GITHUB_DIR ?= .github
+
+lint-workflows: setup
+	$(VENV)/bin/actionlint $(GITHUB_DIR)/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --min-severity medium $(GITHUB_DIR)
+
+# The Pages workflow's build job, run here on a scratch copy of HEAD with
+# REPOSITORY as GitHub sets it; then the built site is checked: Colab badges,
+# launch buttons and repository button point at REPOSITORY, every local link
+# resolves, and the placeholder guard stops a build without REPOSITORY
+# (tools/publish.py).
+REPOSITORY ?= someone/pruning-book
+
+publish-dry-run: setup
+	$(PY) -m tools.publish --repository $(REPOSITORY)

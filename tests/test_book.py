@@ -1,7 +1,5 @@
 """The book's structure: toc, configuration, stored outputs."""
-import os
 import re
-import subprocess
 
 import nbformat
 import pytest
@@ -92,43 +90,6 @@ def test_config_renders_stored_outputs_and_links_colab():
     assert config["repository"]["url"].startswith("https://github.com/")
 
 
-def pages_address_step():
-    pages = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
-    steps = pages["jobs"]["build"]["steps"]
-    names = [step.get("name", "") for step in steps]
-    index = next(i for i, name in enumerate(names) if "repository's address" in name)
-    assert names[index + 1] == "Build the book", "the address is set before the build"
-    return steps[index]
-
-
-def run_pages_address_step(tmp_path, repository, config_text=None):
-    """Run the workflow's address step on a copy of _config.yml."""
-    step = pages_address_step()
-    assert step["env"]["REPOSITORY"] == "${{ github.repository }}"
-    (tmp_path / "_config.yml").write_text(
-        config_text or (ROOT / "_config.yml").read_text())
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path,
-                          env={"PATH": os.environ["PATH"], "REPOSITORY": repository},
-                          capture_output=True, text=True)
-    return done, yaml.safe_load((tmp_path / "_config.yml").read_text())
-
-
-def test_pages_workflow_publishes_with_the_repository_it_runs_in(tmp_path):
-    done, config = run_pages_address_step(tmp_path, "someone/pruning-book")
-    assert done.returncode == 0, done.stderr
-    assert config["repository"]["url"] == "https://github.com/someone/pruning-book"
-    assert "YOUR-" not in (tmp_path / "_config.yml").read_text()
-
-
-def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
-    done, _ = run_pages_address_step(tmp_path, "")
-    assert done.returncode != 0
-    # an address the step cannot replace (not on the url line) still stops it
-    stray = (ROOT / "_config.yml").read_text() + "# see YOUR-ACCOUNT/YOUR-REPOSITORY\n"
-    done, _ = run_pages_address_step(tmp_path, "someone/pruning-book", stray)
-    assert done.returncode != 0 and "placeholder" in done.stderr
-
-
 def test_requirements_are_pinned():
     lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
@@ -148,25 +109,3 @@ def test_export_loader_runs_the_tagged_cells():
 def test_export_loader_refuses_what_is_not_there(tmp_path):
     with pytest.raises(FileNotFoundError):
         export_cells("no_such_chapter.ipynb")
-
-
-def test_github_workflows_test_and_publish_the_book():
-    workflows = ROOT / ".github" / "workflows"
-    test = yaml.safe_load((workflows / "test.yml").read_text())
-    pages = yaml.safe_load((workflows / "pages.yml").read_text())
-    test_steps = [s.get("run", s.get("uses", "")) for s in test["jobs"]["test"]["steps"]]
-    assert any("make test" in s for s in test_steps)
-    assert any("make book-strict" in s for s in test_steps)
-    assert pages["permissions"] == {"contents": "read", "pages": "write",
-                                    "id-token": "write"}
-    build = [s.get("uses", "") for s in pages["jobs"]["build"]["steps"]]
-    assert any(u.startswith("actions/upload-pages-artifact@") for u in build)
-    assert pages["jobs"]["build"]["steps"][-1]["with"]["path"] == "_build/html"
-    deploy = pages["jobs"]["deploy"]
-    assert deploy["needs"] == "build"
-    assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
-    for workflow in (test, pages):
-        # torch from the CPU index: the default wheel pulls CUDA, several GB
-        steps = [s.get("run", "") for job in workflow["jobs"].values()
-                 for s in job["steps"]]
-        assert any("torch==2.13.0" in s and "whl/cpu" in s for s in steps)

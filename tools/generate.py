@@ -19,7 +19,7 @@ from tools import copies, student
 from tools.book import BOOK, ROOT, render, toc_notebooks
 
 # Modules with a `generated()` that returns {path: text} for book/_generated.
-GENERATORS = ["tools.plan"]
+GENERATORS = ["tools.plan", "tools.citation"]
 
 
 def read_chapters():

@@ -1,0 +1,325 @@
+"""The GitHub workflows that test and publish the book, checked here.
+
+Also what the published book says about its reuse: the licenses, and the
+citation written from CITATION.cff.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+import yaml
+
+from tools import citation, publish
+from tools.book import ROOT, torch_pin, torch_releases
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+# The Citation File Format's schema 1.2.0, as cffconvert 2.0.0 ships it
+# (cffconvert --validate checks CITATION.cff against it; cffconvert itself
+# needs jsonschema<4, which cannot be installed beside the book's packages).
+CFF_SCHEMA = ROOT / "tests" / "data" / "citation-file-format-1.2.0.schema.json"
+PINNED = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
+
+
+def workflow(name):
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def steps(flow):
+    return [step for job in flow["jobs"].values() for step in job.get("steps", [])]
+
+
+def uses_lines():
+    """Every `uses:` line of every workflow, as written (with its comment)."""
+    return [line.split("uses:", 1)[1].strip()
+            for path in sorted(WORKFLOWS.glob("*.yml"))
+            for line in path.read_text().splitlines() if "uses:" in line]
+
+
+# --- the address the Pages workflow publishes from ----------------------------
+
+ADDRESS_FILES = ["_config.yml", "CITATION.cff", "book/_generated/how_to_cite.md"]
+
+
+def pages_address_step():
+    build = workflow("pages.yml")["jobs"]["build"]["steps"]
+    names = [step.get("name", "") for step in build]
+    index = next(i for i, name in enumerate(names) if "repository's address" in name)
+    assert names[index + 1] == "Build the book", "the address is set before the build"
+    return build[index]
+
+
+def run_pages_address_step(tmp_path, repository, config_text=None):
+    """Run the workflow's address step on copies of the files it edits."""
+    step = pages_address_step()
+    assert step["env"]["REPOSITORY"] == "${{ github.repository }}"
+    for name in ADDRESS_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    if config_text is not None:
+        (tmp_path / "_config.yml").write_text(config_text)
+    done = publish.run_step(step, tmp_path, repository,
+                            environ={"PATH": os.environ["PATH"]})
+    return done, yaml.safe_load((tmp_path / "_config.yml").read_text())
+
+
+def test_pages_workflow_publishes_with_the_repository_it_runs_in(tmp_path):
+    done, config = run_pages_address_step(tmp_path, "someone/pruning-book")
+    assert done.returncode == 0, done.stderr
+    assert config["repository"]["url"] == "https://github.com/someone/pruning-book"
+    cff = yaml.safe_load((tmp_path / "CITATION.cff").read_text())
+    assert cff["repository-code"] == "https://github.com/someone/pruning-book"
+    cite = (tmp_path / "book/_generated/how_to_cite.md").read_text()
+    assert "https://github.com/someone/pruning-book" in cite
+    for name in ADDRESS_FILES:
+        assert "YOUR-" not in (tmp_path / name).read_text(), name
+
+
+def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
+    done, _ = run_pages_address_step(tmp_path, "")
+    assert done.returncode != 0
+    # an address the step cannot replace (not on the url line) still stops it
+    stray = (ROOT / "_config.yml").read_text() + "# see YOUR-ACCOUNT/YOUR-REPOSITORY\n"
+    done, _ = run_pages_address_step(tmp_path, "someone/pruning-book", stray)
+    assert done.returncode != 0 and "placeholder" in done.stderr
+
+
+def test_github_workflows_test_and_publish_the_book():
+    test, pages = workflow("test.yml"), workflow("pages.yml")
+    test_steps = [s.get("run", s.get("uses", "")) for s in test["jobs"]["test"]["steps"]]
+    assert any("make test" in s for s in test_steps)
+    assert any("make book-strict" in s for s in test_steps)
+    assert any("make lint-workflows" in s for s in test_steps)
+    build = pages["jobs"]["build"]["steps"]
+    assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@") for s in build)
+    assert build[-1]["with"]["path"] == "_build/html"
+    deploy = pages["jobs"]["deploy"]
+    assert deploy["needs"] == "build"
+    assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
+
+
+def test_pages_workflow_builds_as_the_readme_says():
+    """`make book`, as in the README; besides the address, no step of its own."""
+    build = workflow("pages.yml")["jobs"]["build"]["steps"]
+    runs = [s for s in build if "run" in s]
+    assert runs == [pages_address_step(), next(s for s in build
+                                               if s.get("name") == "Build the book")]
+    assert runs[-1]["run"].strip() == "make book"
+    assert "make book" in (ROOT / "README.md").read_text()
+    actions = [s["uses"].split("@")[0] for s in build if "uses" in s]
+    assert actions == ["actions/checkout", "actions/setup-python",
+                       "actions/upload-pages-artifact"]
+
+
+# --- the facts the workflows read, not restate --------------------------------
+
+def test_workflows_read_the_torch_pin_and_releases_from_their_files():
+    for path in WORKFLOWS.glob("*.yml"):
+        text = path.read_text()
+        assert torch_pin() not in text, path.name
+        assert not any(re.search(rf"\b{re.escape(r)}\b", text)
+                       for r in torch_releases()), path.name
+    # torch from PyTorch's CPU index, through the Makefile (requirements.txt's pin)
+    for flow in (workflow("test.yml"), workflow("pages.yml")):
+        made = [s for s in steps(flow) if re.match(r"make (test|book)\b", s.get("run", ""))]
+        assert made and any("whl/cpu" in s.get("env", {}).get("TORCH_INDEX", "")
+                            for s in made)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "grep '^torch==' requirements.txt" in makefile
+
+
+def test_the_release_matrix_is_torch_releases_txt(tmp_path):
+    test = workflow("test.yml")
+    versions = test["jobs"]["versions"]
+    assert versions["needs"] == "releases"
+    assert versions["strategy"]["matrix"]["torch"] == \
+        "${{ fromJSON(needs.releases.outputs.torch) }}"
+    releases = test["jobs"]["releases"]
+    assert releases["outputs"]["torch"] == "${{ steps.list.outputs.torch }}"
+    step = next(s for s in releases["steps"] if s.get("id") == "list")
+    # the step, here (its pip install of pyyaml left out: the venv has it)
+    script = "\n".join(line for line in step["run"].splitlines() if "pip install" not in line)
+    output = tmp_path / "output"
+    subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, check=True,
+                   env={**os.environ, "GITHUB_OUTPUT": str(output),
+                        "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"})
+    name, value = output.read_text().strip().split("=", 1)
+    assert name == "torch" and json.loads(value) == torch_releases()
+
+
+def test_every_chapter_alone_on_each_release_runs_tools_versions():
+    run = next(s["run"] for s in workflow("test.yml")["jobs"]["versions"]["steps"]
+               if "tools.versions" in s.get("run", ""))
+    assert "python -m tools.versions" in run
+    for flag in ("--versions", "--torch-index", "--min-free-gb 4", "--venv-root",
+                 "--results", "--table", "--strict"):
+        assert flag in run, flag
+
+
+def test_tests_run_on_the_pythons_readers_have():
+    test = workflow("test.yml")["jobs"]["test"]
+    assert test["strategy"]["matrix"]["python"] == ["3.11", "3.12", "3.13"]
+    setup = next(s for s in test["steps"] if s.get("uses", "").startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"] == "${{ matrix.python }}"
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"3\.11, 3\.12 and 3\.13", readme)
+
+
+# --- the actions: pinned, current, least permissions --------------------------
+
+def test_every_action_is_pinned_by_commit_with_its_version():
+    lines = uses_lines()
+    assert lines
+    for line in lines:
+        assert PINNED.fullmatch(line), line
+
+
+def test_permissions_are_read_only_but_for_the_deploy_job():
+    for path in WORKFLOWS.glob("*.yml"):
+        flow = yaml.safe_load(path.read_text())
+        assert flow["permissions"] == {"contents": "read"}, path.name
+        for name, job in flow["jobs"].items():
+            wanted = ({"pages": "write", "id-token": "write"}
+                      if (path.name, name) == ("pages.yml", "deploy") else {"contents": "read"})
+            assert job["permissions"] == wanted, (path.name, name)
+
+
+def test_checkouts_keep_no_credentials():
+    for path in WORKFLOWS.glob("*.yml"):
+        for step in steps(yaml.safe_load(path.read_text())):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, path.name
+
+
+def test_dependabot_updates_the_actions():
+    config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    assert config["version"] == 2
+    assert any(u["package-ecosystem"] == "github-actions" and u["directory"] == "/"
+               for u in config["updates"])
+
+
+def lint(github_dir):
+    return subprocess.run(["make", "-s", "-C", str(ROOT), "lint-workflows",
+                           f"GITHUB_DIR={github_dir}"], capture_output=True, text=True)
+
+
+def test_lint_workflows_passes_on_the_workflows():
+    done = lint(ROOT / ".github")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_lint_workflows_fails_on_an_unpinned_action(tmp_path):
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    pages = tmp_path / ".github" / "workflows" / "pages.yml"
+    text = pages.read_text()
+    pinned = re.search(r"actions/checkout@[0-9a-f]{40} # v(\d+)\S*", text)
+    pages.write_text(text.replace(pinned[0], f"actions/checkout@v{pinned[1]}", 1))
+    done = lint(tmp_path / ".github")
+    assert done.returncode != 0
+    assert "unpinned-uses" in done.stdout + done.stderr
+
+
+def test_lint_workflows_fails_on_an_actionlint_error(tmp_path):
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    pages = tmp_path / ".github" / "workflows" / "pages.yml"
+    pages.write_text(pages.read_text().replace("needs: build", "needs: no-such-job"))
+    done = lint(tmp_path / ".github")
+    assert done.returncode != 0
+    assert "no-such-job" in done.stdout + done.stderr
+
+
+# --- the publish dry run's checks, on a tiny site -----------------------------
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_link_checker_finds_the_links_that_lead_nowhere(tmp_path):
+    write(tmp_path / "index.html",
+          '<a href="book/a.html#part">a</a> <a href="book/">dir</a> <a href="#top">top</a>'
+          '<img src="_static/logo%20one.png"> <a href="https://example.org/x.html">out</a>'
+          '<a href="book/gone.html">gone</a> <a href="/root.html">root</a>'
+          '<a href="mailto:a@b.c">mail</a> <script src="../outside.js"></script>')
+    write(tmp_path / "book" / "a.html", '<link href="../_static/s.css?digest=1">'
+                                        '<a href="../index.html">home</a>')
+    write(tmp_path / "book" / "index.html", "")
+    write(tmp_path / "root.html", "")
+    write(tmp_path / "_static" / "logo one.png", "")
+    write(tmp_path / "_static" / "s.css", "")
+    write(tmp_path / "_static" / "macros.html", '<a href="{{ pathto(x) }}">template</a>')
+    write(tmp_path / "outside.js", "")
+    assert publish.broken_links(tmp_path) == [("index.html", "book/gone.html"),
+                                              ("index.html", "/root.html"),
+                                              ("index.html", "../outside.js")]
+
+
+def test_address_checker_wants_each_chapter_to_open_in_the_repository(tmp_path):
+    repo, notebook = "someone/book", "book/01_x.ipynb"
+    colab = publish.colab_url(repo, "main", notebook)
+    good = (f'<a href="https://github.com/{repo}">repo</a>'
+            f'<a href="{colab}">launch</a><p class="colab-badge"><a href="{colab}">b</a></p>')
+    write(tmp_path / "book" / "01_x.html", good)
+    assert publish.address_problems(tmp_path, repo, [notebook]) == []
+    assert publish.address_problems(tmp_path, "other/book", [notebook])
+    write(tmp_path / "book" / "01_x.html", good.replace('<p class="colab-badge">', "<p>", 1)
+          .replace(f'<a href="{colab}">b</a>', ""))
+    assert any("not the badge and the launch button" in p
+               for p in publish.address_problems(tmp_path, repo, [notebook]))
+    write(tmp_path / "book" / "01_x.html", good)
+    write(tmp_path / "index.html", "https://github.com/YOUR-ACCOUNT/YOUR-REPOSITORY")
+    assert publish.address_problems(tmp_path, repo, [notebook]) == [
+        "index.html: a placeholder address"]
+
+
+def test_dry_run_expands_only_what_it_knows():
+    assert publish.expand("x ${{ github.repository }} y", "a/b") == "x a/b y"
+    with pytest.raises(ValueError, match="secrets.TOKEN"):
+        publish.expand("${{ secrets.TOKEN }}", "a/b")
+
+
+# --- licenses and citation ----------------------------------------------------
+
+def test_licenses_are_there_and_named():
+    mit = (ROOT / "LICENSE").read_text()
+    assert mit.startswith("MIT License\n")
+    assert "Copyright (c) 2026 the contributors to this book" in mit
+    content = (ROOT / "LICENSE-CONTENT").read_text()
+    assert "Creative Commons Attribution 4.0 International Public License" in content
+    for section in ("Section 1 – Definitions.", "Section 8 – Interpretation."):
+        assert section in content
+    readme = (ROOT / "README.md").read_text()
+    assert "LICENSE" in readme and "LICENSE-CONTENT" in readme
+    footer = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["extra_footer"]
+    assert "MIT" in footer and "CC BY 4.0" in footer
+
+
+def test_citation_cff_is_valid():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    schema = json.loads(CFF_SCHEMA.read_text())
+    jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker()).validate(cff)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert cff["cff-version"] == "1.2.0"
+    assert cff["title"] == config["title"]
+    assert cff["authors"] == [{"name": "the contributors to this book"}]
+    assert cff["license"] == "CC-BY-4.0"
+
+
+def test_citation_cff_schema_rejects_what_is_wrong():
+    schema = json.loads(CFF_SCHEMA.read_text())
+    bad = yaml.safe_load((ROOT / "CITATION.cff").read_text()) | {"license": "Not-A-License"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(schema).validate(bad)
+
+
+def test_how_to_cite_is_generated_from_citation_cff():
+    for path, text in citation.generated().items():
+        assert path.read_text() == text, f"run python -m tools.citation ({path.name})"
+    cite = (ROOT / "book" / "_generated" / "how_to_cite.md").read_text()
+    assert "@misc{" in cite and "{{the contributors to this book}}" in cite
+    references = (ROOT / "book" / "references.md").read_text()
+    assert "```{include} _generated/how_to_cite.md" in references

@@ -100,7 +100,7 @@ def plain(cff):
     if url(cff):
         text += f" <{url(cff)}>."
     if licenses(cff):
-        names = ", ".join(LICENSE_NAMES.get(l, l) for l in licenses(cff))
+        names = ", ".join(LICENSE_NAMES.get(name, name) for name in licenses(cff))
         text += f" License: {names}."
     return text
 

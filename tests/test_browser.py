@@ -22,7 +22,7 @@ import urllib.parse
 
 import pytest
 
-from tools.book import ROOT, toc_entries
+from tools.book import ROOT, THE_ERROR, toc_entries
 
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
@@ -42,8 +42,6 @@ VIEWS = {
     "phone-dark": dict(viewport=PHONE, is_mobile=True, has_touch=True,
                        color_scheme="dark"),
 }
-THE_ERROR = ("RuntimeError: Function TBackward0 returned an invalid gradient at "
-             "index 0 - got [10, 90] but expected shape compatible with [10, 100]")
 MIN_TEXT_PX = 10
 
 pytestmark = pytest.mark.skipif(

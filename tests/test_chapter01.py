@@ -4,18 +4,16 @@ import re
 import pytest
 import torch
 
-from tools.book import BOOK
+from tools.book import BOOK, THE_ERROR
 from tools.exports import load_exports
 
-THE_ERROR = ("Function TBackward0 returned an invalid gradient at index 0 - "
-             "got [10, 90] but expected shape compatible with [10, 100]")
 
 
 def test_the_exact_error_is_a_stored_output(notebooks):
     chapter = next(nb for p, nb in notebooks.items() if p.name.startswith("01_"))
     errors = [o for c in chapter.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
-    assert ("RuntimeError", THE_ERROR) in [(e.ename, e.evalue) for e in errors]
+    assert THE_ERROR in [f"{e.ename}: {e.evalue}" for e in errors]
     assert ("NameError", "name 'nn' is not defined") in [
         (e.ename, e.evalue) for e in errors]
 
@@ -33,20 +31,7 @@ def intro_snippets():
 def test_intro_failing_snippet_fails_with_the_error():
     failing, _ = intro_snippets()
     outcome = load_exports("01_reproduce_the_error.ipynb").outcome
-    assert outcome(lambda: exec(failing, {"torch": torch})) == "RuntimeError: " + THE_ERROR
-
-
-def test_intro_fix_gives_a_new_parameter_that_trains():
-    failing, fix = intro_snippets()
-    setup = "\n".join(failing.splitlines()[:3])    # layer, first loss, backward
-    namespace = {"torch": torch}
-    exec(setup + "\n" + fix, namespace)
-    layer = namespace["layer"]
-    assert layer.weight.shape == (10, 90) and layer.weight.grad is None
-    assert layer.in_features == 90
-    x = 5 - torch.sum(layer(torch.ones(90)))     # the old x is still alive
-    x.backward()
-    assert layer.weight.grad.shape == (10, 90)
+    assert outcome(lambda: exec(failing, {"torch": torch})) == THE_ERROR
 
 
 @pytest.mark.parametrize("make_optimizer", [

@@ -3,7 +3,7 @@ import nbformat
 import pytest
 import torch
 
-from tools.book import BOOK
+from tools.book import BOOK, torch_pin
 from tools.exports import load_exports
 
 ch = load_exports("02_where_the_error_is_raised.ipynb")
@@ -115,7 +115,7 @@ def test_stored_outputs_name_the_raise_site_and_link_it():
     text = "".join(o.get("text", "") for c in chapter.cells if c.cell_type == "code"
                    for o in c.outputs)
     assert "raised from operator() at torch/csrc/autograd/input_metadata.cpp:" in text
-    assert ("https://github.com/pytorch/pytorch/blob/v2.13.0/"
+    assert (f"https://github.com/pytorch/pytorch/blob/v{torch_pin()}/"
             "torch/csrc/autograd/input_metadata.cpp#L") in text
     assert "torch::autograd::validate_outputs_impl<...>" in text
     assert "Error detected in TBackward0." in text

@@ -20,6 +20,12 @@ REQUIREMENTS = ROOT / "requirements.txt"
 RELEASES = ROOT / "torch_releases.txt"
 
 
+# The error the book answers, as PyTorch prints it (the tests check that the
+# chapters, the intro and the site search show exactly this text).
+THE_ERROR = ("RuntimeError: Function TBackward0 returned an invalid gradient at "
+             "index 0 - got [10, 90] but expected shape compatible with [10, 100]")
+
+
 def toc_entries():
     """Every `root`/`file` entry of _toc.yml, in reading order, as strings."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())

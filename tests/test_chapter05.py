@@ -419,3 +419,25 @@ def test_move_optimizer_state_refuses_a_wrong_keep_and_changes_nothing():
 def test_overhead_line_format():
     line = ch.overhead_line("mlp", 1.0, 1.05, 1.05)
     assert re.fullmatch(r"tnvp-overhead: .* ratio \d+\.\d\d", line), line
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.8])
+def test_within_variance_is_the_weighted_mean_of_the_batch_variances(decay):
+    """Law of total variance: variance = within-batch part + the part of
+    the moving batch means; `update` and `update_many` agree on it."""
+    generator = torch.Generator().manual_seed(3)
+    batches = [torch.randn(n, 4, generator=generator, dtype=torch.float64) * s + m
+               for n, s, m in ((6, 1.0, 0.0), (9, 2.0, 3.0), (5, 0.5, -1.0))]
+    one, many = ch.RunningStats(4, decay), ch.RunningStats(4, decay)
+    for batch in batches:
+        one.update(batch)
+    many.update_many(torch.tensor([6.0, 9.0, 5.0]),
+                     torch.stack([b.mean(0) for b in batches]),
+                     torch.stack([b.var(0, correction=0) * len(b) for b in batches]))
+    weights = [decay ** (len(batches) - 1 - t) * len(b) for t, b in enumerate(batches)]
+    expected = sum(w * b.var(0, correction=0) for w, b in zip(weights, batches)) / sum(weights)
+    for stats in (one, many):
+        assert torch.allclose(stats.within_variance, expected, rtol=1e-12, atol=0)
+        assert (stats.variance >= stats.within_variance - 1e-12).all()
+    one.keep_only(torch.tensor([0, 2]))
+    assert torch.allclose(one.within_variance, expected[[0, 2]], rtol=1e-12, atol=0)

@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
 .PHONY: setup book book-strict test lint generate generate-check execute dot \
-        bench versions clean student lint-workflows publish-dry-run
+        bench versions clean student lint-workflows publish-dry-run study
 
 setup: $(STAMP)
 
@@ -84,6 +84,13 @@ lint: setup
 NOTEBOOKS_TO_RUN ?= $(NOTEBOOKS)
 execute: setup dot
 	$(CPU_KERNELS) $(PY) -m tools.run --write $(NOTEBOOKS_TO_RUN)
+	$(PY) -m tools.generate
+
+# The pruning study: every comparison of chapters 5 and 7 over many seeds
+# (tools/study.py), at the CPU-kernel level of the stored outputs, cached
+# and resumable; then the chapters' stored-study cells are regenerated.
+study: setup
+	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study
 	$(PY) -m tools.generate
 
 # Inference speed of dense vs pruned models (timings: not part of `make test`).

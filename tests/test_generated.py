@@ -57,12 +57,13 @@ def test_a_source_edited_without_generating_leaves_its_copies_stale(chapters):
 
 
 def test_generate_check_fails_on_a_hand_edited_copy(tmp_path):
-    """The command itself, on a scratch copy of the repository."""
-    for name in ("tools", "book"):
-        shutil.copytree(ROOT / name, tmp_path / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "_build"))
-    for name in ("_toc.yml", "requirements.txt", "torch_releases.txt"):
-        shutil.copy(ROOT / name, tmp_path / name)
+    """The command itself, on a scratch copy of the repository's files."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():          # (a file deleted but not yet committed)
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, tmp_path / name)
 
     def check():
         return subprocess.run([sys.executable, "-m", "tools.generate", "--check"],

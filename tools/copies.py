@@ -13,11 +13,13 @@ source (the sources in that order, under a folded title that says where they
 are explained), its tags and its form view. The first code cell of each
 chapter is its setup cell, marked `"setup": {"install": [...]}`: its source
 comes from SETUP below, with the packages Colab lacks pinned as in
-requirements.txt.
+requirements.txt. A cell marked `"study": "<chapter>"` holds the stored
+study of that chapter (tools.study writes its source from the study's file).
 """
 import copy
 
 from tools.book import BOOK, chapter_number, pins
+from tools.study import study_cell_source
 
 SETUP_INSTALL = '''try:
     import {module}  # noqa: F401  (Colab lacks it)
@@ -112,6 +114,11 @@ def with_generated_cells(notebooks):
         for cell in code[1:]:
             if "setup" in cell.metadata:
                 raise ValueError(f"{path.name}: only the first code cell is a setup cell")
+            if "study" in cell.metadata:           # the stored study's data
+                cell.source = study_cell_source(cell.metadata["study"])
+                cell.metadata["tags"] = ["generated", "hide-input"]
+                cell.metadata["cellView"] = "form"
+                continue
             if "copy_of" not in cell.metadata:
                 continue
             sources = [find_source(r, notebooks) for r in cell.metadata["copy_of"]]

@@ -49,8 +49,19 @@ def test_table_marks_stale_keys_and_numbers_the_notes():
     assert ("2. torch 2.13.0, 01_one: passes, but prints on stderr in cell 2: "
             "`UserWarning: deprecated`") in text
     assert "\\* run on an earlier version" in text
-    assert "| 2.13.0+cpu | CPU | `ViewBackward0 -> AddmmBackward0` | yes | yes | no raise site |" \
+    assert ("| 2.13.0+cpu | CPU | `ViewBackward0 -> AddmmBackward0` | yes | yes | "
+            "not probed | no raise site |") in text
+
+
+def test_a_fact_the_probe_read_is_shown_and_an_older_row_says_not_probed():
+    data = small_results()
+    data["2.15.0"] = {"chapters": {}, "probe": dict(
+        data["2.13.0"]["probe"], torch="2.15.0+cpu", batch_norm_update_stats=True)}
+    text = table_text(data, ["2.13.0", "2.15.0"], {"01_one": "k1", "02_two": "k2"})
+    assert "| `torch.batch_norm_update_stats` |" in text
+    assert "| 2.13.0+cpu | CPU | `ViewBackward0 -> AddmmBackward0` | yes | yes | not probed |" \
         in text
+    assert "| 2.15.0+cpu | CPU | `ViewBackward0 -> AddmmBackward0` | yes | yes | yes |" in text
 
 
 def test_table_prints_the_machines_recorded():

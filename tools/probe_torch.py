@@ -5,8 +5,9 @@
 A program, not a module of the `tools` package: `tools.versions` runs it with
 the interpreter of the venv under test, whose environment has torch but not
 this repository. It prints the torch and Python versions, the CUDA version
-torch was built for (null for a CPU build), whether two APIs the chapters use
-exist, the chain of backward nodes of `nn.Linear` on a 1-D input, and the C++
+torch was built for (null for a CPU build), whether three APIs the chapters use
+exist (one of them `torch.batch_norm_update_stats`, which chapter 5's
+statistics hook calls), the chain of backward nodes of `nn.Linear` on a 1-D input, and the C++
 function that raises anomaly mode's NaN error (null where the error names
 none, false where none is raised).
 """
@@ -64,6 +65,7 @@ def main():
         "cuda_build": torch.version.cuda,
         "get_gradient_edge": hasattr(graph, "get_gradient_edge"),
         "_input_metadata": hasattr(node, "_input_metadata"),
+        "batch_norm_update_stats": hasattr(torch, "batch_norm_update_stats"),
         "linear_1d": chain(torch.nn.Linear(3, 2)(torch.ones(3)).grad_fn),
         "nan_raise_site": nan_raise_site(),
     }))

@@ -317,20 +317,26 @@ def raise_site(probe_facts):
     return site if site == "not probed" else f"`{site}`"
 
 
+def probed(probe_facts, key):
+    """yes or no for a fact of the probe; "not probed" for a row read
+    before the probe looked at it."""
+    return yes(probe_facts[key]) if key in probe_facts else "not probed"
+
+
 def probe_table(data, shown):
     probes = [data[r]["probe"] for r in shown if data[r].get("probe")]
     if not probes:
         return []
     lines = ["", "Read live in each release's venv (the same run):", "",
              "| torch | build | `nn.Linear(3, 2)(torch.ones(3))`'s graph | "
-             "`get_gradient_edge` | `Node._input_metadata` | anomaly mode's NaN "
-             "check raised from |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "`get_gradient_edge` | `Node._input_metadata` | "
+             "`torch.batch_norm_update_stats` | anomaly mode's NaN check raised from |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for p in probes:
         build = f"CUDA {p['cuda_build']}" if p.get("cuda_build") else "CPU"
         lines.append(f"| {p['torch']} | {build} | `{p['linear_1d']}` | "
                      f"{yes(p['get_gradient_edge'])} | {yes(p['_input_metadata'])} | "
-                     f"{raise_site(p)} |")
+                     f"{probed(p, 'batch_norm_update_stats')} | {raise_site(p)} |")
     return lines
 
 

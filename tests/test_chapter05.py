@@ -215,14 +215,60 @@ def test_bad_prunes_raise_and_leave_the_model_untouched(keep, mean, error):
 
 
 def test_neurons_to_keep_refuses_unknown_criteria_and_widths():
-    layer = nn.Linear(3, 5)
+    first, second = nn.Linear(3, 5), nn.Linear(5, 2)
     with pytest.raises(ValueError, match="unknown criterion"):
-        ch.neurons_to_keep("taylor", layer, None, 2, None)
+        ch.neurons_to_keep("taylor", first, second, None, 2, None)
     with pytest.raises(ValueError, match="width"):
-        ch.neurons_to_keep("row_norm", layer, None, 0, None)
-    keep = ch.neurons_to_keep("row_norm", layer, None, 2, None)
-    norms = layer.weight.detach().norm(dim=1)
+        ch.neurons_to_keep("row_norm", first, second, None, 0, None)
+    keep = ch.neurons_to_keep("row_norm", first, second, None, 2, None)
+    norms = first.weight.detach().norm(dim=1)
     assert keep.tolist() == sorted(norms.argsort(descending=True)[:2].tolist())
+
+
+def stats_with(variance, within):
+    """A RunningStats whose variance and within-batch part are given."""
+    stats = ch.RunningStats(len(variance))
+    stats.count = torch.tensor(1.0, dtype=torch.float64)
+    stats.sum_sq = torch.tensor(variance, dtype=torch.float64)
+    stats.within_sq = torch.tensor(within, dtype=torch.float64)
+    return stats
+
+
+def test_flap_scores_variance_times_the_outgoing_column_squared():
+    first, second = nn.Linear(3, 4), nn.Linear(4, 2)
+    with torch.no_grad():
+        second.weight.copy_(torch.tensor([[1.0, 0.0, 3.0, 0.5], [0.0, 0.1, 4.0, 0.5]]))
+    stats = stats_with([1.0, 4.0, 0.01, 2.0], [1.0, 4.0, 0.01, 2.0])
+    scores = ch.neuron_scores("flap", first, second, stats, None)
+    assert torch.allclose(scores, torch.tensor([1.0, 0.04, 0.25, 1.0], dtype=torch.float64))
+    # neuron 1 varies most but carries little on: FLAP removes it, TNVP keeps it
+    assert ch.neurons_to_keep("flap", first, second, stats, 3, None).tolist() == [0, 2, 3]
+    assert ch.neurons_to_keep("variance", first, second, stats, 3, None).tolist() == [0, 1, 3]
+
+
+def test_temporal_part_reports_the_share_and_the_changed_neurons():
+    same = stats_with([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    assert ch.temporal_part(same, torch.tensor([2, 3])) == (0.0, 0)
+    # neuron 0's variance is all temporal: by the within-batch part it goes
+    drifting = stats_with([5.0, 2.0, 3.0, 4.0], [0.0, 2.0, 3.0, 4.0])
+    share, changed = ch.temporal_part(drifting, torch.tensor([0, 3]))
+    assert changed == 1 and share == pytest.approx(0.0)
+
+
+def test_paired_gives_the_t_interval_of_the_differences():
+    c = ch.paired([1.0, 2.0, 3.0, 4.0], [0.0, 1.5, 2.0, 4.5])
+    differences = [1.0, 0.5, 1.0, -0.5]
+    mean = sum(differences) / 4
+    sd = (sum((d - mean) ** 2 for d in differences) / 3) ** 0.5
+    half = 3.182446305284263 * sd / 2          # t(0.975, 3 degrees of freedom)
+    assert c["mean"] == pytest.approx(mean)
+    assert (c["low"], c["high"]) == pytest.approx((mean - half, mean + half))
+    assert (c["lower"], c["n"]) == (1, 4)
+    assert ch.verdict(c) == "indistinguishable at 4 seeds"
+    assert ch.verdict(ch.paired([0.0, 0.1, 0.2], [1.0, 1.2, 1.1])) == "lower"
+    assert ch.verdict(ch.paired([2.0, 2.1, 2.3], [1.0, 1.2, 1.1])) == "higher"
+    with pytest.raises(ValueError, match="equally long"):
+        ch.paired([1.0, 2.0], [1.0])
 
 
 @pytest.mark.parametrize("criterion, compensate", [
@@ -371,14 +417,26 @@ def test_tracker_refuses_bad_merge_every(merge_every):
         ch.ActivationTracker(0.9, merge_every=merge_every)
 
 
-def test_torch_pruning_step_with_state_moved_keeps_every_weight_training():
-    model = ch.make_mlp(0, hidden=16)
+def torch_pruning_setup(hidden=16):
+    """A trained step of chapter 5's MLP, its tracker with statistics, and
+    Torch-Pruning's pruner for the schedule 16 -> 12 -> 8."""
+    model = ch.make_mlp(0, hidden=hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    pruner = ch.torch_pruning_pruner(model, [(0, 12), (1, 8)], hidden)
+    tracker = ch.watch_hidden(ch.ActivationTracker(0.9), model)
     x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
     nn.functional.cross_entropy(model(x), y).backward()
     optimizer.step()
-    kept = ch.torch_pruning_step(model, 6, optimizer)
-    assert ch.widths(model) == [6, 6] and [len(k) for k in kept] == [6, 6]
+    return model, optimizer, pruner, tracker, x, y
+
+
+def test_torch_pruning_pruner_cuts_to_the_schedule_and_moved_state_trains():
+    model, optimizer, pruner, tracker, x, y = torch_pruning_setup()
+    for width in (12, 8):
+        ch.torch_pruning_cut(pruner, model, optimizer, tracker, compensate=False)
+        assert ch.widths(model) == [width, width]
+        assert [len(tracker.stats[p].mean) for p in (0, 1)] == [width, width]
+    assert model[4].out_features == 10                  # the classifier is left alone
     optimizer.zero_grad()
     nn.functional.cross_entropy(model(x), y).backward()
     before = [p.detach().clone() for p in model.parameters()]
@@ -386,11 +444,22 @@ def test_torch_pruning_step_with_state_moved_keeps_every_weight_training():
     assert ch.every_weight_updated(model, optimizer, before)
 
 
+def test_torch_pruning_with_compensation_folds_the_removed_means_in():
+    model, optimizer, pruner, tracker, x, y = torch_pruning_setup()
+    mean = tracker.stats[1].mean.clone()                # the second hidden layer
+    old_weight, old_bias = model[4].weight.detach().clone(), model[4].bias.detach().clone()
+    ch.torch_pruning_cut(pruner, model, optimizer, tracker, compensate=True)
+    kept = [j for j in range(16) if any(torch.equal(model[4].weight[:, k], old_weight[:, j])
+                                        for k in range(12))]
+    removed = sorted(set(range(16)) - set(kept))
+    assert len(removed) == 4
+    expected = old_bias + (old_weight[:, removed].double() @ mean[removed]).float()
+    assert torch.allclose(model[4].bias.detach(), expected, atol=1e-6)
+
+
 def test_torch_pruning_without_moving_the_state_leaves_the_optimizer_stale():
-    model = ch.make_mlp(0, hidden=16)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ch.torch_pruning_step(model, 6)
-    x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
+    model, optimizer, pruner, tracker, x, y = torch_pruning_setup()
+    ch.torch_pruning_cut(pruner, model, None, tracker, compensate=False)
     nn.functional.cross_entropy(model(x), y).backward()
     before = [p.detach().clone() for p in model.parameters()]
     optimizer.step()
@@ -441,3 +510,17 @@ def test_within_variance_is_the_weighted_mean_of_the_batch_variances(decay):
         assert (stats.variance >= stats.within_variance - 1e-12).all()
     one.keep_only(torch.tensor([0, 2]))
     assert torch.allclose(one.within_variance, expected[[0, 2]], rtol=1e-12, atol=0)
+
+
+def test_torch_pruning_leaves_a_traced_model_in_eval_mode_and_the_helper_restores_it():
+    """Why torch_pruning_pruner calls model.train(): the library's tracing
+    leaves the model in eval mode, where the tracker records nothing."""
+    import torch_pruning as tp
+    model = ch.make_mlp(0, hidden=8)
+    tp.pruner.BasePruner(model, example_inputs=torch.zeros(1, 64),
+                         importance=tp.importance.GroupMagnitudeImportance(p=2),
+                         ignored_layers=[model[-1]])
+    assert not model.training
+    model = ch.make_mlp(0, hidden=8)
+    ch.torch_pruning_pruner(model, [(0, 6)], 8)
+    assert model.training

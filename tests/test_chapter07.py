@@ -74,43 +74,153 @@ def test_ffn_holds_two_thirds_of_the_block_weights():
 
 # --- criteria and pruning ------------------------------------------------------
 
-def test_ffn_keep_refuses_unknown_criteria_and_widths():
+SMALL = dict(ch.CONFIG, warmup=4, every=2, steps=14)   # five cuts, 10 steps after
+
+
+def test_neurons_to_keep_refuses_unknown_criteria_and_widths():
     ffn = ch.make_lm(0).blocks[0].ffn
     with pytest.raises(ValueError, match="unknown criterion"):
-        ch.ffn_keep("taylor", ffn, None, 4, None)
+        ch.neurons_to_keep("taylor", ffn[0], ffn[2], None, 4, None)
     with pytest.raises(ValueError, match="width"):
-        ch.ffn_keep("weight_norm", ffn, None, 0, None)
+        ch.neurons_to_keep("row_norm", ffn[0], ffn[2], None, 0, None)
 
 
-def test_weight_norm_and_torch_pruning_scores():
+def test_weight_norm_keeps_the_largest_rows():
     ffn = ch.make_lm(0).blocks[1].ffn
-    keep = ch.ffn_keep("weight_norm", ffn, None, 10, None)
+    keep = ch.neurons_to_keep("row_norm", ffn[0], ffn[2], None, 10, None)
     norms = ffn[0].weight.detach().norm(dim=1)
     assert keep.tolist() == sorted(norms.argsort(descending=True)[:10].tolist())
-    keep = ch.ffn_keep("torch_pruning", ffn, None, 10, None)
-    with torch.no_grad():
-        score = ffn[0].weight.square().sum(1) + ffn[2].weight.square().sum(0)
-    assert keep.tolist() == sorted(score.argsort(descending=True)[:10].tolist())
 
 
 @pytest.mark.parametrize("criterion, compensate", [
-    ("variance", True), ("random", False), ("weight_norm", True),
-    ("torch_pruning", False)])
+    ("variance", True), ("within_batch", False), ("flap", True),
+    ("row_norm", False), ("random", True)])
 def test_prune_ffns_keeps_every_weight_training(criterion, compensate):
     model = ch.make_lm(1)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     tracker = ch.watch(ch.ActivationTracker(0.9), model)
     ch.train_steps(model, optimizer, DATA, 0, range(3), ch.CONFIG)
-    ch.prune_ffns(model, optimizer, tracker, 20, criterion, compensate,
-                  torch.Generator().manual_seed(0))
+    diagnostics = ch.prune_ffns(model, optimizer, tracker, 20, criterion,
+                                compensate, torch.Generator().manual_seed(0))
+    assert len(diagnostics) == 2 and all(0 <= share < 1 for share, _ in diagnostics)
     assert [b.ffn[0].out_features for b in model.blocks] == [20, 20]
     assert [len(tracker.stats[i].mean) for i in (0, 1)] == [20, 20]
-    before = [p.detach().clone() for p in model.parameters()]
+    old = [p.detach().clone() for p in model.parameters()]
     ch.train_steps(model, optimizer, DATA, 0, range(3, 4), ch.CONFIG)
     tracker.detach()
-    held = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    for p, old in zip(model.parameters(), before):
-        assert id(p) in held and not torch.equal(p, old)
+    assert ch.all_weights_updated(model, optimizer, old)
+
+
+def test_the_variance_branch_cuts_to_the_schedule():
+    snapshot = ch.lm_warm_up(0, SMALL, DATA)
+    result = ch.run_lm_branch(snapshot, "variance", True, ch.lm_schedule(SMALL),
+                              SMALL, DATA, 0)
+    assert result["widths"] == [[w, w] for _, w in ch.lm_schedule(SMALL)]
+    assert all(result["updated"]) and len(result["before"]) == 5
+    assert [b.ffn[0].out_features for b in snapshot[0].blocks] == [128, 128]
+
+
+# --- Torch-Pruning, through its own pruner ---------------------------------------
+
+def test_ffn_pruner_cuts_only_the_ffn_to_the_schedule():
+    model = ch.make_lm(0)
+    schedule = ch.lm_schedule(ch.CONFIG)
+    others = {name: tuple(p.shape) for name, p in model.named_parameters()
+              if ".ffn." not in name}
+    pruner = ch.ffn_pruner(model, schedule, ch.CONFIG["ffn_width"])
+    for _, width in schedule:
+        pruner.step()
+        assert [b.ffn[0].out_features for b in model.blocks] == [width, width]
+        assert [b.ffn[2].in_features for b in model.blocks] == [width, width]
+    assert {name: tuple(p.shape) for name, p in model.named_parameters()
+            if ".ffn." not in name} == others
+    model(torch.zeros(2, 16, dtype=torch.long))         # still runs
+
+
+@pytest.mark.parametrize("mode", list(ch.TORCH_PRUNING_MODES.values()))
+def test_torch_pruning_branch_cuts_to_the_schedule_and_every_weight_trains(mode):
+    snapshot = ch.lm_warm_up(1, SMALL, DATA)
+    schedule = ch.lm_schedule(SMALL)
+    result = ch.run_lm_torch_pruning_branch(snapshot, mode, schedule, SMALL, DATA, 1)
+    assert result["widths"] == [[w, w] for _, w in schedule]
+    assert len(result["updated"]) == 5 and all(result["updated"])
+    optimizer, model = result["optimizer"], result["model"]
+    held = [p for group in optimizer.param_groups for p in group["params"]]
+    assert len(held) == len(list(model.parameters()))
+    assert all(any(p is q for q in held) for p in model.parameters())
+    assert [b.ffn[0].out_features for b in snapshot[0].blocks] == [128, 128]
+
+
+def test_moved_adam_state_is_the_old_state_of_the_kept_neurons():
+    model = ch.make_lm(3)
+    pruner = ch.ffn_pruner(model, [(0, 100)], ch.CONFIG["ffn_width"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    tracker = ch.watch(ch.ActivationTracker(0.9), model)
+    ch.train_steps(model, optimizer, DATA, 0, range(2), ch.CONFIG)
+    old_weight = model.blocks[0].ffn[0].weight.detach().clone()
+    old_moment = optimizer.state[model.blocks[0].ffn[0].weight]["exp_avg"].clone()
+    ch.ffn_torch_pruning_cut(pruner, model, optimizer, tracker, False)
+    tracker.detach()
+    new = model.blocks[0].ffn[0].weight
+    keep = [int((old_weight == row).all(1).nonzero()) for row in new.detach()]
+    assert len(keep) == 100 and keep == sorted(keep)
+    assert torch.equal(optimizer.state[new]["exp_avg"], old_moment[keep])
+
+
+def test_torch_pruning_compensation_replaces_removed_neurons_by_their_mean():
+    model = ch.make_lm(2).double()
+    pruner = ch.ffn_pruner(model, [(0, 40)], ch.CONFIG["ffn_width"])
+    tracker = ch.watch(ch.ActivationTracker(1.0, merge_every=1), model)
+    model(DATA["train"][:16 * 16].view(16, 16))
+    tracker.detach()
+    ffn = copy.deepcopy(model.blocks[0].ffn)
+    x = torch.randn(4, 16, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        hidden = ffn[1](ffn[0](x))
+    mean = tracker.stats[0].mean.clone()
+    ch.ffn_torch_pruning_cut(pruner, model, None, tracker, True)
+    first = model.blocks[0].ffn[0].weight.detach()
+    keep = [int((ffn[0].weight.detach() == row).all(1).nonzero()) for row in first]
+    removed = torch.ones(128, dtype=torch.bool)
+    removed[keep] = False
+    replaced = hidden.clone()
+    replaced[..., removed] = mean[removed]
+    with torch.no_grad():
+        assert torch.allclose(model.blocks[0].ffn(x), ffn[2](replaced), atol=1e-12)
+
+
+def test_move_state_refuses_a_cut_it_cannot_follow():
+    model = ch.make_lm(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    before = dict(model.named_parameters())
+    model.head.weight = torch.nn.Parameter(model.head.weight.detach()[:30, :20].clone())
+    with pytest.raises(ValueError, match="not one dimension"):
+        ch.move_state_to_new_parameters(optimizer, before, model, torch.arange(30))
+
+
+# --- the study --------------------------------------------------------------------
+
+def test_study_plan_has_two_widths_on_the_same_steps():
+    plan = ch.STUDY_PLAN
+    assert plan["seeds"] == 8 and list(plan["variants"]) == ["main", "2x width"]
+    main, wide = (ch.lm_schedule(c) for c in plan["variants"].values())
+    assert [s for s, _ in main] == [s for s, _ in wide]
+    assert [2 * w for _, w in main][0] == wide[0][1] and wide[-1][1] == 64
+    assert torch.equal(plan["data"]()["valid"], DATA["valid"])
+
+
+def test_study_record_is_plain_rounded_json():
+    import json
+    record = ch.study_seed(0, SMALL, DATA)
+    assert json.loads(json.dumps(record)) == record
+    assert set(record["methods"]) == set(ch.METHODS) | set(ch.TORCH_PRUNING_MODES)
+    assert record["widths_as_scheduled"] and record["every_weight_updated"]
+    for name, entry in record["methods"].items():
+        numbers = entry["before"] + entry["after"] + [entry["final"]]
+        assert all(round(x, 6) == x for x in numbers)
+        assert len(entry["after"]) == (0 if name == "dense" else 5)
+        assert ("temporal" in entry) == (ch.METHODS.get(name, (None,))[0] == "variance")
+    assert len(record["methods"]["TNVP"]["temporal"]) == 5 * 2
 
 
 def test_compensation_replaces_removed_neurons_by_their_mean():

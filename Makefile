@@ -57,7 +57,8 @@ dot:
 # differently on AVX2 and AVX-512 machines (chapter 5's training shifts by a
 # test image or two). The notebooks are executed, and compared, with the
 # kernels held at the AVX2 level that every x86-64 machine of today has.
-CPU_KERNELS := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+# The variables live in tools/book.py (CPU_KERNELS); expanded when a recipe runs.
+CPU_KERNELS = $(shell $(PY) -m tools.book --cpu-kernels)
 ALONE := _build/alone
 NOTEBOOKS = $(shell $(PY) -m tools.book)
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from tools import copies
+from tools import copies, study
 from tools.book import BOOK, ROOT, render, toc_notebooks
 from tools.generate import out_of_date, read_chapters, stray_files, wanted_files
 
@@ -123,9 +123,12 @@ def top_level_definitions(chapters):
 
 
 def names_written_twice(chapters):
-    """Names that two chapters define by hand, or define differently."""
+    """Names that two chapters define by hand, or define differently (but
+    for the names a study asks each chapter to define for itself)."""
     problems = []
     for name, places in sorted(top_level_definitions(chapters).items()):
+        if name in study.PROTOCOL:
+            continue
         by_hand = {chapter for chapter, _, generated in places if not generated}
         sources = {source for _, source, _ in places}
         chapters_defining = {chapter for chapter, _, _ in places}

@@ -6,6 +6,8 @@
 
 Run as a program it prints the toc's notebooks, one per line (for nbval):
     python -m tools.book
+or the CPU-kernel variables of the stored outputs (for the Makefile):
+    python -m tools.book --cpu-kernels
 """
 import re
 from pathlib import Path
@@ -24,6 +26,14 @@ RELEASES = ROOT / "torch_releases.txt"
 # chapters, the intro and the site search show exactly this text).
 THE_ERROR = ("RuntimeError: Function TBackward0 returned an invalid gradient at "
              "index 0 - got [10, 90] but expected shape compatible with [10, 100]")
+
+
+# PyTorch's CPU kernels, held at the AVX2 level where the stored outputs were
+# made (an AVX-512 machine rounds differently): the variables `make test`,
+# `make execute` and `make study` set. `python -m tools.book --cpu-kernels`
+# prints them for the Makefile.
+CPU_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+               "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 def toc_entries():
@@ -101,5 +111,9 @@ def version_tuple(text):
 
 
 if __name__ == "__main__":
-    for notebook in toc_notebooks():
-        print(notebook.relative_to(ROOT))
+    import sys
+    if sys.argv[1:] == ["--cpu-kernels"]:
+        print(" ".join(f"{name}={value}" for name, value in CPU_KERNELS.items()))
+    else:
+        for notebook in toc_notebooks():
+            print(notebook.relative_to(ROOT))

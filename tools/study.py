@@ -31,11 +31,14 @@ import pprint
 import sys
 import time
 
-from tools.book import BOOK, GENERATED, pins, toc_notebooks
+from tools.book import CPU_KERNELS, GENERATED, pins, toc_notebooks
 from tools.exports import export_cells, load_exports
 
 RESULTS = GENERATED / "study"
 KERNELS = "AVX2"
+# Names each chapter with a study defines for itself (like CONFIG): the
+# one-name-one-meaning test lets them differ between chapters.
+PROTOCOL = ("STUDY_PLAN", "study_seed")
 
 
 def results_path(stem):
@@ -67,17 +70,18 @@ def environment():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     level = torch.backends.cpu.get_cpu_capability()
-    if level != KERNELS:
+    unset = {k: v for k, v in CPU_KERNELS.items() if os.environ.get(k) != v}
+    if level != KERNELS or unset:
         sys.exit(f"the study runs with PyTorch's CPU kernels at {KERNELS}, this "
-                 f"process has {level}: run `make study` (it sets "
-                 "ATEN_CPU_CAPABILITY=avx2 and the MKL and oneDNN equivalents)")
+                 f"process has {level} and lacks {unset}: run `make study`, which "
+                 "sets tools.book.CPU_KERNELS")
     return torch.__version__, level
 
 
 def key(stem, variant, config, seed, torch_version):
     code = "\n\0\n".join(source for _, source in export_cells(f"{stem}.ipynb"))
     text = json.dumps([code, sorted(pins().items()), variant, config, seed,
-                       torch_version, KERNELS], sort_keys=True, default=str)
+                       torch_version, KERNELS, CPU_KERNELS], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -114,7 +118,8 @@ def run_chapter(stem, jobs):
     for variant in list(variants):
         if variant not in plan["variants"]:
             del variants[variant]
-    data.update(chapter=stem, torch=torch_version, kernels=level)
+    data.update(chapter=stem, torch=torch_version, kernels=level,
+                environment=dict(CPU_KERNELS))
     for variant, config in plan["variants"].items():
         entry = variants.setdefault(variant, {"seeds": {}})
         entry["config"] = json.loads(json.dumps(config))
@@ -152,7 +157,8 @@ def study_cell_source(stem):
     runs, data = study_data(stem)
     seeds = sorted({seed for variant in runs.values() for seed in variant})
     literal = pprint.pformat(dict(torch=data["torch"], kernels=data["kernels"],
-                                  runs=runs), width=96, compact=True, sort_dicts=False)
+                                  environment=data["environment"], runs=runs),
+                             width=96, compact=True, sort_dicts=False)
     return "\n".join([
         f"# @title The stored study: seeds {seeds[0]} to {seeds[-1]} of every method "
         "(written by `make study`)",

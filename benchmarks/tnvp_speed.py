@@ -8,26 +8,142 @@ cells), so the chapter and this benchmark time the very same models: a
 `tnvp-speed: batch 1024 measured X.XXx ideal Y.YYx ratio Z.ZZ`, where ideal is
 the ratio of multiply-accumulates and ratio = measured / ideal.
 
-Then what TNVP's statistics cost during training: one training step with the
-ActivationTracker's hooks on against off, in this process (chapter 5's
-`training_step_overhead`: alternating blocks, median CPU time of this thread),
-on chapter 5's MLP and on chapter 7's transformer language model, printed as
-`tnvp-overhead: <model> ... ratio R` (R = step time with statistics / without).
-"""
-import torch
+Then what TNVP's statistics cost during training, printed as
+`tnvp-overhead: <what> ... ratio R` (R = time with statistics / without):
 
-from tools.exports import load_exports
+- one training step on a fixed batch, hooks on against off (chapter 5's
+  `training_step_overhead`: alternating blocks, median CPU time of this
+  thread), on chapter 5's MLP and on chapter 7's transformer language model;
+- each chapter's own training loop, on two copies of the same model
+  trained side by side, one with the chapter's ActivationTracker attached
+  for the whole run and one without hooks, alternating: chapter 5's
+  `train_epoch` over the digits (10 batches of 128 and a last one of 67),
+  epoch by epoch, the tracker (decay 0.9) on the two ReLUs; chapter 7's
+  `train_steps` in blocks of 16 steps, the tracker attached by its `watch`
+  on the GELU of each block's FFN. Each sample holds as many merges of 16
+  summaries as any other (16 epochs of chapter 5, one block of chapter 7).
+  The ratio is of the medians of this thread's CPU time per epoch or block.
+
+PyTorch's CPU kernels are held at the AVX2 level the project uses for
+everything (the variables are set here unless the environment sets them),
+and torch runs one thread.
+"""
+import os
+
+for _name, _value in (("ATEN_CPU_CAPABILITY", "avx2"),
+                      ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
+                      ("ONEDNN_MAX_CPU_ISA", "AVX2")):
+    os.environ.setdefault(_name, _value)   # read when torch starts
+
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+
+from tools.exports import load_exports  # noqa: E402
+
+
+def digits_data():
+    """Chapter 5's split of scikit-learn's digits, built as the chapter does."""
+    digits = load_digits()
+    train_index, test_index = train_test_split(
+        range(len(digits.target)), test_size=0.25, random_state=0,
+        stratify=digits.target)
+    X = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target)
+    return dict(X_train=X[train_index], y_train=y[train_index],
+                X_test=X[test_index], y_test=y[test_index])
+
+
+def interleaved(run_off, run_on, repeats, group=1):
+    """(ms without, ms with, ratio): `run_off()` and `run_on()` called
+    alternately, one warm-up call each, then `repeats` samples of `group`
+    calls of each; a sample is the mean CPU time of this thread per call
+    over its group, and the times are the medians of the samples."""
+    def timed(run):
+        start = time.thread_time()
+        run()
+        return time.thread_time() - start
+    timed(run_off), timed(run_on)
+    off, on = [], []
+    for _ in range(repeats):
+        off_total = on_total = 0.0
+        for _ in range(group):
+            off_total += timed(run_off)
+            on_total += timed(run_on)
+        off.append(off_total / group)
+        on.append(on_total / group)
+    without, with_stats = statistics.median(off), statistics.median(on)
+    return 1e3 * without, 1e3 * with_stats, with_stats / without
+
+
+def chapter5_loop_overhead(chapter, repeats=40, tracker_class=None):
+    """Epochs of chapter 5's `train_epoch` (digits, batch 128, Adam at the
+    chapter's lr 5e-3, seed 0) on two copies of the same MLP, alternating
+    epoch by epoch: one with a tracker (decay 0.9) attached to both ReLUs
+    for the whole run, as in the chapter's training, one without hooks.
+    A sample is 16 epochs of each: 176 batches, 11 merges of 16 summaries,
+    so every sample holds as many merges as any other (single epochs hold
+    one or none, and their median would count one in every epoch)."""
+    data, seed, batch_size = digits_data(), 0, 128
+    plain, watched = chapter.make_mlp(seed), chapter.make_mlp(seed)
+    plain_optimizer = torch.optim.Adam(plain.parameters(), lr=5e-3)
+    watched_optimizer = torch.optim.Adam(watched.parameters(), lr=5e-3)
+    tracker = (tracker_class or chapter.ActivationTracker)(0.9).attach(
+        {pair: watched[act] for pair, (_, _, act) in enumerate(chapter.PAIRS)})
+    epochs = {"off": 0, "on": 0}
+    def epoch(model, optimizer, which):
+        chapter.train_epoch(model, optimizer, data, epochs[which], seed, batch_size)
+        epochs[which] += 1
+    result = interleaved(lambda: epoch(plain, plain_optimizer, "off"),
+                         lambda: epoch(watched, watched_optimizer, "on"),
+                         repeats, group=16)
+    tracker.detach()
+    return result
+
+
+def chapter7_loop_overhead(lm, repeats=100, steps=16, tracker_class=None):
+    """Blocks of `steps` of chapter 7's `train_steps` (its CONFIG, corpus and
+    batches, seed 0) on two copies of the same model, alternating: one with
+    a tracker at the chapter's decay attached by its `watch` for the whole
+    run, one without hooks. 16 steps hold one merge of 16 per block."""
+    config, seed = lm.CONFIG, 0
+    data = dict(train=lm.make_corpus(0, 40000), valid=lm.make_corpus(1, 4096))
+    plain, watched = lm.make_lm(seed, config), lm.make_lm(seed, config)
+    plain_optimizer = torch.optim.Adam(plain.parameters(), lr=config["lr"])
+    watched_optimizer = torch.optim.Adam(watched.parameters(), lr=config["lr"])
+    tracker = lm.watch((tracker_class or lm.ActivationTracker)(config["decay"]),
+                       watched)
+    first = {"off": 0, "on": 0}
+    def block(model, optimizer, which):
+        start = first[which]
+        lm.train_steps(model, optimizer, data, seed, range(start, start + steps),
+                       config)
+        first[which] += steps
+    result = interleaved(lambda: block(plain, plain_optimizer, "off"),
+                         lambda: block(watched, watched_optimizer, "on"), repeats)
+    tracker.detach()
+    return result
+
+
+def loop_line(label, without_ms, with_ms, ratio):
+    return (f"tnvp-overhead: {label} {without_ms:.2f} ms without, "
+            f"{with_ms:.2f} ms with statistics, ratio {ratio:.2f}")
+
 
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
     chapter = load_exports("05_variance_pruning.ipynb")
-    print(f"torch {torch.__version__}, 1 thread; times are medians in ms")
+    lm = load_exports("07_tnvp_language_model.ipynb")
+    print(f"torch {torch.__version__}, 1 thread, CPU kernels "
+          f"{torch.backends.cpu.get_cpu_capability()}; times are medians in ms")
     print(chapter.format_speed_table(chapter.speed_table(min_run_time=1.0)))
 
     print(chapter.overhead_line("MLP 64-256-256-10, batch 128:",
                                 *chapter.mlp_overhead(repeats=60)))
-    lm = load_exports("07_tnvp_language_model.ipynb")
     model = lm.make_lm(0)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     context, batch = lm.CONFIG["context"], lm.CONFIG["batch_size"]
@@ -38,3 +154,10 @@ if __name__ == "__main__":
         *chapter.training_step_overhead(
             model, optimizer, lambda m: lm.lm_loss(m, windows), modules,
             repeats=60)))
+
+    print(loop_line("chapter 5 training loop (train_epoch on the digits, "
+                    "10 batches of 128 and one of 67), epoch",
+                    *chapter5_loop_overhead(chapter)))
+    print(loop_line("chapter 7 training loop (train_steps, blocks of 16 "
+                    f"steps of {batch}x{context} tokens), block",
+                    *chapter7_loop_overhead(lm)))

@@ -411,6 +411,94 @@ def test_batched_tracker_takes_half_precision_outputs():
     reference.detach(), batched.detach()
 
 
+def test_batch_of_another_size_takes_the_next_row_and_keeps_the_tables():
+    layer = nn.ReLU()
+    tracker = ch.ActivationTracker(0.9, merge_every=16).attach({"h": layer})
+    generator = torch.Generator().manual_seed(2)
+    layer(torch.randn(128, 7, generator=generator))
+    (means, *_), _ = tracker._buffers["h"]
+    for size in (128, 67, 128, 1, 128):     # an epoch's end, then the next one
+        layer(torch.randn(size, 7, generator=generator))
+    (means_after, *_), used = tracker._buffers["h"]
+    assert means_after is means and used == 6     # nothing merged, no new table
+    assert "h" not in tracker._stats
+    assert tracker.stats["h"].count.item() == pytest.approx(
+        sum(0.9 ** (5 - i) * n for i, n in enumerate((128, 128, 67, 128, 1, 128))))
+    tracker.stats["h"].keep_only(torch.arange(5))      # a prune: a new width
+    layer(torch.randn(128, 5, generator=generator))
+    (means_new, *_), used = tracker._buffers["h"]
+    assert means_new is not means and means_new.shape == (16, 5) and used == 1
+    tracker.detach()
+    assert tracker.stats["h"].count.item() > 128 and len(tracker.stats["h"].mean) == 5
+
+
+def test_buffered_tracker_within_float32_rounding_with_a_short_batch():
+    """The chapter's check: 26 batches, one of 67 rows, decay 0.9."""
+    relu = nn.ReLU()
+    one_by_one = ch.ActivationTracker(decay=0.9, merge_every=1).attach({"h": relu})
+    buffered = ch.ActivationTracker(decay=0.9).attach({"h": relu})
+    generator = torch.Generator().manual_seed(0)
+    for size in [128] * 20 + [67] + [128] * 5:
+        relu(torch.randn(size, 40, generator=generator) + 0.5)
+    exact, fast = one_by_one.stats["h"], buffered.stats["h"]
+    relative = ((fast.variance - exact.variance).abs() / exact.variance).max()
+    assert torch.allclose(fast.count, exact.count, rtol=1e-12)
+    assert torch.allclose(fast.mean, exact.mean, rtol=0, atol=1e-6)
+    assert relative.item() < 1e-6
+    one_by_one.detach(), buffered.detach()
+
+
+def digits_data():
+    """The chapter's split of scikit-learn's digits."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    digits = load_digits()
+    train_index, test_index = train_test_split(
+        range(len(digits.target)), test_size=0.25, random_state=0,
+        stratify=digits.target)
+    X = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target)
+    return dict(X_train=X[train_index], y_train=y[train_index],
+                X_test=X[test_index], y_test=y[test_index])
+
+
+def test_buffered_tracker_makes_the_pruning_decisions_of_merging_every_batch():
+    """Seed 0's TNVP branch, as the chapter runs it: the warm-up watched by
+    the default tracker and by the float64 reference (merge_every=1) at
+    once, then the branch from each; every cut keeps the same neurons."""
+    config = dict(hidden=256, target_width=32, fraction=0.25, warmup=8,
+                  every=2, epochs=30, batch_size=128, lr=5e-3, decay=0.9)
+    schedule = ch.pruning_schedule(config["hidden"], config["target_width"],
+                                   config["fraction"], config["warmup"],
+                                   config["every"])
+    data, seed = digits_data(), 0
+    assert len(data["y_train"]) % config["batch_size"] == 67  # a short batch
+    model = ch.make_mlp(seed, config["hidden"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
+    modules = {pair: model[act] for pair, (_, _, act) in enumerate(ch.PAIRS)}
+    buffered = ch.ActivationTracker(config["decay"]).attach(modules)
+    reference = ch.ActivationTracker(config["decay"], merge_every=1).attach(modules)
+    for epoch in range(config["warmup"]):
+        ch.train_epoch(model, optimizer, data, epoch, seed, config["batch_size"])
+    buffered.detach(), reference.detach()
+    for pair in modules:
+        exact, fast = reference.stats[pair], buffered.stats[pair]
+        alive = exact.variance > 0
+        assert torch.equal(fast.variance[~alive], exact.variance[~alive])
+        relative = ((fast.variance - exact.variance)[alive].abs()
+                    / exact.variance[alive]).max()
+        assert relative.item() < 1e-5
+    runs = [ch.run_branch((model, optimizer, tracker), "variance", True,
+                          schedule, config, data, seed)
+            for tracker in (reference, buffered)]
+    cuts = [[keep for cut in run["cuts"] for _, keep in cut.values()]
+            for run in runs]
+    assert len(cuts[0]) == len(cuts[1]) == len(schedule) * len(ch.PAIRS)
+    assert all(torch.equal(a, b) for a, b in zip(*cuts))
+    assert runs[0]["drops"] == runs[1]["drops"]
+    assert runs[0]["final"] == runs[1]["final"]
+
+
 @pytest.mark.parametrize("merge_every", [0, -1, 2.0, True])
 def test_tracker_refuses_bad_merge_every(merge_every):
     with pytest.raises(ValueError, match="merge_every"):

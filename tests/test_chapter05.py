@@ -448,20 +448,6 @@ def test_buffered_tracker_within_float32_rounding_with_a_short_batch():
     one_by_one.detach(), buffered.detach()
 
 
-def digits_data():
-    """The chapter's split of scikit-learn's digits."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-    digits = load_digits()
-    train_index, test_index = train_test_split(
-        range(len(digits.target)), test_size=0.25, random_state=0,
-        stratify=digits.target)
-    X = torch.tensor(digits.data, dtype=torch.float32) / 16.0
-    y = torch.tensor(digits.target)
-    return dict(X_train=X[train_index], y_train=y[train_index],
-                X_test=X[test_index], y_test=y[test_index])
-
-
 def test_buffered_tracker_makes_the_pruning_decisions_of_merging_every_batch():
     """Seed 0's TNVP branch, as the chapter runs it: the warm-up watched by
     the default tracker and by the float64 reference (merge_every=1) at
@@ -471,7 +457,7 @@ def test_buffered_tracker_makes_the_pruning_decisions_of_merging_every_batch():
     schedule = ch.pruning_schedule(config["hidden"], config["target_width"],
                                    config["fraction"], config["warmup"],
                                    config["every"])
-    data, seed = digits_data(), 0
+    data, seed = ch.load_digit_data(), 0
     assert len(data["y_train"]) % config["batch_size"] == 67  # a short batch
     model = ch.make_mlp(seed, config["hidden"])
     optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
@@ -491,12 +477,12 @@ def test_buffered_tracker_makes_the_pruning_decisions_of_merging_every_batch():
     runs = [ch.run_branch((model, optimizer, tracker), "variance", True,
                           schedule, config, data, seed)
             for tracker in (reference, buffered)]
-    cuts = [[keep for cut in run["cuts"] for _, keep in cut.values()]
+    cuts = [[keep for cut in run["cuts"] for _, keep, _ in cut.values()]
             for run in runs]
     assert len(cuts[0]) == len(cuts[1]) == len(schedule) * len(ch.PAIRS)
     assert all(torch.equal(a, b) for a, b in zip(*cuts))
-    assert runs[0]["drops"] == runs[1]["drops"]
-    assert runs[0]["final"] == runs[1]["final"]
+    for counts in ("before", "after", "final"):
+        assert runs[0][counts] == runs[1][counts]
 
 
 @pytest.mark.parametrize("merge_every", [0, -1, 2.0, True])

@@ -195,7 +195,7 @@ def test_move_state_refuses_a_cut_it_cannot_follow():
     before = dict(model.named_parameters())
     model.head.weight = torch.nn.Parameter(model.head.weight.detach()[:30, :20].clone())
     with pytest.raises(ValueError, match="not one dimension"):
-        ch.move_state_to_new_parameters(optimizer, before, model, torch.arange(30))
+        ch.move_optimizer_state(optimizer, before, model, torch.arange(30))
 
 
 # --- the study --------------------------------------------------------------------

@@ -157,7 +157,7 @@ def study_cell_source(stem):
     runs, data = study_data(stem)
     seeds = sorted({seed for variant in runs.values() for seed in variant})
     literal = pprint.pformat(dict(torch=data["torch"], kernels=data["kernels"],
-                                  environment=data["environment"], runs=runs),
+                                  environment=data.get("environment", {}), runs=runs),
                              width=96, compact=True, sort_dicts=False)
     return "\n".join([
         f"# @title The stored study: seeds {seeds[0]} to {seeds[-1]} of every method "

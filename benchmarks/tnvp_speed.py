@@ -45,18 +45,6 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from tools.exports import load_exports  # noqa: E402
 
 
-def digits_data():
-    """Chapter 5's split of scikit-learn's digits, built as the chapter does."""
-    digits = load_digits()
-    train_index, test_index = train_test_split(
-        range(len(digits.target)), test_size=0.25, random_state=0,
-        stratify=digits.target)
-    X = torch.tensor(digits.data, dtype=torch.float32) / 16.0
-    y = torch.tensor(digits.target)
-    return dict(X_train=X[train_index], y_train=y[train_index],
-                X_test=X[test_index], y_test=y[test_index])
-
-
 def interleaved(run_off, run_on, repeats, group=1):
     """(ms without, ms with, ratio): `run_off()` and `run_on()` called
     alternately, one warm-up call each, then `repeats` samples of `group`
@@ -87,7 +75,7 @@ def chapter5_loop_overhead(chapter, repeats=40, tracker_class=None):
     A sample is 16 epochs of each: 176 batches, 11 merges of 16 summaries,
     so every sample holds as many merges as any other (single epochs hold
     one or none, and their median would count one in every epoch)."""
-    data, seed, batch_size = digits_data(), 0, 128
+    data, seed, batch_size = chapter.load_digit_data(), 0, 128
     plain, watched = chapter.make_mlp(seed), chapter.make_mlp(seed)
     plain_optimizer = torch.optim.Adam(plain.parameters(), lr=5e-3)
     watched_optimizer = torch.optim.Adam(watched.parameters(), lr=5e-3)

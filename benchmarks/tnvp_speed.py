@@ -19,9 +19,9 @@ Then what TNVP's statistics cost during training, printed as
   for the whole run and one without hooks, alternating: chapter 5's
   `train_epoch` over the digits (10 batches of 128 and a last one of 67),
   epoch by epoch, the tracker (decay 0.9) on the two ReLUs; chapter 7's
-  `train_steps` in blocks of 16 steps, the tracker attached by its `watch`
-  on the GELU of each block's FFN. Each sample holds as many merges of 16
-  summaries as any other (16 epochs of chapter 5, one block of chapter 7).
+  `train_steps` in blocks of 64 steps, the tracker attached by its `watch`
+  on the GELU of each block's FFN. Each sample holds as many merges of 64
+  summaries as any other (64 epochs of chapter 5, one block of chapter 7).
   The ratio is of the medians of this thread's CPU time per epoch or block.
 
 PyTorch's CPU kernels are held at the AVX2 level the project uses for
@@ -30,17 +30,15 @@ and torch runs one thread.
 """
 import os
 
-for _name, _value in (("ATEN_CPU_CAPABILITY", "avx2"),
-                      ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
-                      ("ONEDNN_MAX_CPU_ISA", "AVX2")):
+from tools.book import CPU_KERNELS
+
+for _name, _value in CPU_KERNELS.items():
     os.environ.setdefault(_name, _value)   # read when torch starts
 
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
 
 from tools.exports import load_exports  # noqa: E402
 
@@ -67,12 +65,12 @@ def interleaved(run_off, run_on, repeats, group=1):
     return 1e3 * without, 1e3 * with_stats, with_stats / without
 
 
-def chapter5_loop_overhead(chapter, repeats=40, tracker_class=None):
+def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
     """Epochs of chapter 5's `train_epoch` (digits, batch 128, Adam at the
     chapter's lr 5e-3, seed 0) on two copies of the same MLP, alternating
     epoch by epoch: one with a tracker (decay 0.9) attached to both ReLUs
     for the whole run, as in the chapter's training, one without hooks.
-    A sample is 16 epochs of each: 176 batches, 11 merges of 16 summaries,
+    A sample is 64 epochs of each: 704 batches, 11 merges of 64 summaries,
     so every sample holds as many merges as any other (single epochs hold
     one or none, and their median would count one in every epoch)."""
     data, seed, batch_size = chapter.load_digit_data(), 0, 128
@@ -87,16 +85,16 @@ def chapter5_loop_overhead(chapter, repeats=40, tracker_class=None):
         epochs[which] += 1
     result = interleaved(lambda: epoch(plain, plain_optimizer, "off"),
                          lambda: epoch(watched, watched_optimizer, "on"),
-                         repeats, group=16)
+                         repeats, group=64)
     tracker.detach()
     return result
 
 
-def chapter7_loop_overhead(lm, repeats=100, steps=16, tracker_class=None):
+def chapter7_loop_overhead(lm, repeats=40, steps=64, tracker_class=None):
     """Blocks of `steps` of chapter 7's `train_steps` (its CONFIG, corpus and
     batches, seed 0) on two copies of the same model, alternating: one with
     a tracker at the chapter's decay attached by its `watch` for the whole
-    run, one without hooks. 16 steps hold one merge of 16 per block."""
+    run, one without hooks. 64 steps hold one merge of 64 per block."""
     config, seed = lm.CONFIG, 0
     data = dict(train=lm.make_corpus(0, 40000), valid=lm.make_corpus(1, 4096))
     plain, watched = lm.make_lm(seed, config), lm.make_lm(seed, config)
@@ -146,6 +144,6 @@ if __name__ == "__main__":
     print(loop_line("chapter 5 training loop (train_epoch on the digits, "
                     "10 batches of 128 and one of 67), epoch",
                     *chapter5_loop_overhead(chapter)))
-    print(loop_line("chapter 7 training loop (train_steps, blocks of 16 "
+    print(loop_line("chapter 7 training loop (train_steps, blocks of 64 "
                     f"steps of {batch}x{context} tokens), block",
                     *chapter7_loop_overhead(lm)))

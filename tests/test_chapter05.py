@@ -507,7 +507,7 @@ def torch_pruning_setup(hidden=16):
 def test_torch_pruning_pruner_cuts_to_the_schedule_and_moved_state_trains():
     model, optimizer, pruner, tracker, x, y = torch_pruning_setup()
     for width in (12, 8):
-        ch.torch_pruning_cut(pruner, model, optimizer, tracker, compensate=False)
+        ch.torch_pruning_cut(pruner, ch.mlp_layers(model), model, optimizer, tracker, compensate=False)
         assert ch.widths(model) == [width, width]
         assert [len(tracker.stats[p].mean) for p in (0, 1)] == [width, width]
     assert model[4].out_features == 10                  # the classifier is left alone
@@ -522,7 +522,7 @@ def test_torch_pruning_with_compensation_folds_the_removed_means_in():
     model, optimizer, pruner, tracker, x, y = torch_pruning_setup()
     mean = tracker.stats[1].mean.clone()                # the second hidden layer
     old_weight, old_bias = model[4].weight.detach().clone(), model[4].bias.detach().clone()
-    ch.torch_pruning_cut(pruner, model, optimizer, tracker, compensate=True)
+    ch.torch_pruning_cut(pruner, ch.mlp_layers(model), model, optimizer, tracker, compensate=True)
     kept = [j for j in range(16) if any(torch.equal(model[4].weight[:, k], old_weight[:, j])
                                         for k in range(12))]
     removed = sorted(set(range(16)) - set(kept))
@@ -533,7 +533,7 @@ def test_torch_pruning_with_compensation_folds_the_removed_means_in():
 
 def test_torch_pruning_without_moving_the_state_leaves_the_optimizer_stale():
     model, optimizer, pruner, tracker, x, y = torch_pruning_setup()
-    ch.torch_pruning_cut(pruner, model, None, tracker, compensate=False)
+    ch.torch_pruning_cut(pruner, ch.mlp_layers(model), model, None, tracker, compensate=False)
     nn.functional.cross_entropy(model(x), y).backward()
     before = [p.detach().clone() for p in model.parameters()]
     optimizer.step()

@@ -159,7 +159,7 @@ def test_moved_adam_state_is_the_old_state_of_the_kept_neurons():
     ch.train_steps(model, optimizer, DATA, 0, range(2), ch.CONFIG)
     old_weight = model.blocks[0].ffn[0].weight.detach().clone()
     old_moment = optimizer.state[model.blocks[0].ffn[0].weight]["exp_avg"].clone()
-    ch.ffn_torch_pruning_cut(pruner, model, optimizer, tracker, False)
+    ch.torch_pruning_cut(pruner, ch.ffn_layers(model), model, optimizer, tracker, False)
     tracker.detach()
     new = model.blocks[0].ffn[0].weight
     keep = [int((old_weight == row).all(1).nonzero()) for row in new.detach()]
@@ -178,7 +178,7 @@ def test_torch_pruning_compensation_replaces_removed_neurons_by_their_mean():
     with torch.no_grad():
         hidden = ffn[1](ffn[0](x))
     mean = tracker.stats[0].mean.clone()
-    ch.ffn_torch_pruning_cut(pruner, model, None, tracker, True)
+    ch.torch_pruning_cut(pruner, ch.ffn_layers(model), model, None, tracker, True)
     first = model.blocks[0].ffn[0].weight.detach()
     keep = [int((ffn[0].weight.detach() == row).all(1).nonzero()) for row in first]
     removed = torch.ones(128, dtype=torch.bool)

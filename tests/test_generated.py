@@ -82,19 +82,15 @@ def test_generate_check_fails_on_a_hand_edited_copy(tmp_path):
     assert f"out of date: book/{CH7.name}" in done.stdout
 
 
-def test_a_copy_must_name_an_existing_source_cell(chapters):
+@pytest.mark.parametrize("reference, error, message", [
+    ("04_every_way_out.ipynb#no-such-cell", LookupError, "no cell with id 'no-such-cell'"),
+    ("05_variance_pruning.ipynb#copy-prune-linear-pair", ValueError, "names a copy"),
+], ids=["missing source cell", "copy of a copy"])
+def test_a_copy_must_name_an_existing_source_cell(chapters, reference, error, message):
     broken = copy.deepcopy(chapters)
     copy_cell(broken[CH7], "04_every_way_out.ipynb#prune-linear-pair").metadata[
-        "copy_of"] = ["04_every_way_out.ipynb#no-such-cell"]
-    with pytest.raises(LookupError, match="no cell with id 'no-such-cell'"):
-        copies.with_generated_cells(broken)
-
-
-def test_a_copy_of_a_copy_is_refused(chapters):
-    broken = copy.deepcopy(chapters)
-    copy_cell(broken[CH7], "04_every_way_out.ipynb#prune-linear-pair").metadata[
-        "copy_of"] = ["05_variance_pruning.ipynb#copy-prune-linear-pair"]
-    with pytest.raises(ValueError, match="names a copy"):
+        "copy_of"] = [reference]
+    with pytest.raises(error, match=message):
         copies.with_generated_cells(broken)
 
 

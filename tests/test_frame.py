@@ -174,11 +174,13 @@ def test_exercise_tags_only_in_the_exercises(chapter):
 
 
 def test_folded_cells_fold_in_colab_and_in_the_book(chapter):
-    """hide-input (book) and the form view (Colab) go together, with a title."""
+    """Folded in the book (hide-input, or remove-input for a generated data
+    cell) and in Colab's form view go together, with a title."""
     for index, cell in enumerate(chapter.cells):
         if cell.cell_type != "code":
             continue
-        folded = "hide-input" in tags(cell)
+        folded = "hide-input" in tags(cell) or (
+            "remove-input" in tags(cell) and "study" in cell.metadata)
         form = cell.metadata.get("cellView") == "form"
         titled = re.match(r"# @title \S.*\n", cell.source) is not None
         assert folded == form == titled, (

@@ -116,7 +116,9 @@ def with_generated_cells(notebooks):
                 raise ValueError(f"{path.name}: only the first code cell is a setup cell")
             if "study" in cell.metadata:           # the stored study's data
                 cell.source = study_cell_source(cell.metadata["study"])
-                cell.metadata["tags"] = ["generated", "hide-input"]
+                # data, not code to read: left out of the book's page (tens
+                # of kilobytes of highlighted numbers on a phone), folded in Colab
+                cell.metadata["tags"] = ["generated", "remove-input"]
                 cell.metadata["cellView"] = "form"
                 continue
             if "copy_of" not in cell.metadata:

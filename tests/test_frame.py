@@ -11,25 +11,13 @@ import nbformat
 import pytest
 
 from tools.book import toc_notebooks
+from tools.plan import read_chapter
 
 CHAPTERS = toc_notebooks()
-
-SECTION_MARK = re.compile(r" \((?:core, (\d+) min|optional)\)$")
 
 
 def markdown(notebook):
     return [c.source for c in notebook.cells if c.cell_type == "markdown"]
-
-
-def headings(notebook):
-    """The `## ` headings, in order."""
-    return [line for text in markdown(notebook) for line in text.splitlines()
-            if line.startswith("## ")]
-
-
-def bare(heading):
-    """'## Setup (core, 1 min)' -> 'Setup'."""
-    return SECTION_MARK.sub("", heading)[3:]
 
 
 def tags(cell):
@@ -105,18 +93,21 @@ def test_opens_with_title_objectives_and_time(chapter):
     assert box, "objectives blockquote: title, list, then the time"
 
 
-def test_every_section_is_core_with_minutes_or_optional(chapter):
-    unmarked = [h for h in headings(chapter) if not SECTION_MARK.search(h)]
-    assert unmarked == []
-    assert "core" in headings(chapter)[0], "Setup is core"
+@pytest.fixture(params=CHAPTERS, ids=[p.name for p in CHAPTERS])
+def sections(request):
+    """[(title, core minutes or None)]: tools.plan reads them, and refuses a
+    heading marked neither core nor optional, or minutes that do not add up
+    to the stated time (tests/test_teaching_plan.py holds that)."""
+    return read_chapter(request.param).sections
 
 
-def test_setup_section_comes_first(chapter):
-    assert bare(headings(chapter)[0]) == "Setup"
+def test_setup_is_the_first_section_and_core(sections):
+    title, minutes = sections[0]
+    assert title == "Setup" and minutes is not None
 
 
-def test_ends_with_summary_then_exercises(chapter):
-    titles = [bare(h) for h in headings(chapter)]
+def test_ends_with_summary_then_exercises(sections):
+    titles = [title for title, _ in sections]
     assert "Summary" in titles and "Exercises" in titles
     assert titles.index("Summary") < titles.index("Exercises")
     assert titles[-1] == "Exercises"

@@ -146,8 +146,13 @@ def test_not_json_and_empty_folder_each_get_a_row_saying_so(graded):
 
 def test_a_notebook_raising_at_the_top_is_graded_cell_by_cell(graded):
     rows = rows_of(graded, "eve")
-    # errors are allowed: the answers below the typo still run and pass
-    assert [r["points"] for r in rows] == ["1", "1", "1"], rows
+    # errors are allowed: the answers below the typo still run and pass, and
+    # a row says what raised
+    assert [r["points"] for r in rows] == ["0", "1", "1", "1"], rows
+    assert rows[0]["exercise"] == "" and rows[0]["failure"] == (
+        "outside the exercises, code cell 2 raised RuntimeError: a typo at the top "
+        "(the checks ran anyway)")
+    assert all(r["failure"] == "" for r in rows_of(graded, "ana"))
 
 
 def test_a_cell_that_never_ends_is_stopped_and_says_so(graded):

@@ -27,6 +27,11 @@ forever, raises, deletes files or is not a notebook at all spoils only its
 own rows. Nothing else is written: the scratch folders are removed, the
 students' folders are only read.
 
+Why nbgrader: it grades a class locally, with no service to run, keeps
+grades in a SQLite gradebook, locks the checks, and time-limits cells.
+otter-grader grades a class only in Docker containers (`otter grade`); it
+runs without Docker only one notebook at a time (`otter run`).
+
 The chapter of a notebook is read from its exercise cells' ids
 (`ch01-exercise-1-check`), not from its file name.
 """
@@ -149,8 +154,9 @@ def assignment(stem, templates):
 
 def autograde(notebook_path, stem, student, timeout, cell_timeout, templates):
     """Autograde one submission in a course of its own, in a scratch folder.
-    Returns ({grade id: (points, max points)}, {grade id: failure}, problem):
-    `problem` says why nothing could be graded, else ''."""
+    Returns ({grade id: (points, max points)}, {grade id: failure}, problem,
+    stray): `problem` says why nothing could be graded, else ''; `stray` is
+    the first error outside the exercises that was not meant to happen."""
     scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=templates))
     try:
         shutil.copytree(assignment(stem, templates), scratch, dirs_exist_ok=True)
@@ -161,25 +167,29 @@ def autograde(notebook_path, stem, student, timeout, cell_timeout, templates):
                                     f"--Execute.timeout={cell_timeout}",
                                     "--log-level=ERROR"), scratch, timeout)
         if code is None:
-            return {}, {}, f"timed out: the notebook ran longer than {timeout} s and was stopped"
+            return {}, {}, (f"timed out: the notebook ran longer than {timeout} s and "
+                            "was stopped"), ""
         graded = scratch / "autograded" / student / stem / f"{stem}.ipynb"
         grades = read_grades(scratch / "gradebook.db", stem, student)
         if code != 0 or not grades or not graded.is_file():
-            return {}, {}, why_not_graded(output, code, cell_timeout)
-        failures = {}
+            return {}, {}, why_not_graded(output, code, cell_timeout), ""
+        failures, answers, stray = {}, {}, ""
         notebook = nbformat.read(graded, as_version=4)
-        answers = {}
-        for cell in notebook.cells:
+        code_cells = [c for c in notebook.cells if c.cell_type == "code"]
+        for number, cell in enumerate(code_cells, 1):
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
             match = GRADE_ID.match(grade_id)
             if not match:
+                if (not stray and error_line(cell)
+                        and "raises-exception" not in cell.metadata.get("tags", [])):
+                    stray = f"code cell {number} raised {error_line(cell)}"
                 continue
             line = error_line(cell)
             if match[3] == "answer" and line:
                 answers[match[2]] = f"answer cell: {line}"
             elif match[3] == "check" and line:
                 failures[grade_id] = answers.get(match[2]) or line
-        return grades, failures, ""
+        return grades, failures, "", stray
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -255,8 +265,12 @@ def grade_student(folder, timeout, cell_timeout, chapters, templates):
         graded[chapter] = name
         shown = f"{stem}.ipynb" if name == f"{stem}.ipynb" else f"{stem}.ipynb (file: {name})"
         checks = checks_of(chapters[chapter])
-        grades, failures, problem = autograde(path, stem, student_id(student),
-                                              timeout, cell_timeout, templates)
+        grades, failures, problem, stray = autograde(path, stem, student_id(student),
+                                                     timeout, cell_timeout, templates)
+        if stray:
+            rows.append(dict(student=student, notebook=shown, exercise="", points=0,
+                             max_points=0, failure=first_line(
+                                 f"outside the exercises, {stray} (the checks ran anyway)")))
         for number, grade_id in checks:
             points, most = grades.get(grade_id, (0, 1))
             failure = problem or failures.get(grade_id, "")

@@ -25,6 +25,13 @@ in the exercises only:
   removed (a Markdown cell left empty is dropped).
 Every other cell, outputs included, is copied unchanged. The output is a
 function of the chapter alone, so the committed files can be checked.
+
+nbgrader's own generator (`nbgrader generate_assignment`) is not used for
+this: it needs `### BEGIN SOLUTION` markers in the source notebook, which
+here is the book's chapter, read as it is in the book and in Colab; and it
+does neither the predictions nor the stubs' guards. The grader
+(tools.grade) uses it only to build its gradebook from the notebooks this
+module writes.
 """
 import ast
 import copy

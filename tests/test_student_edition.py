@@ -123,6 +123,9 @@ def test_student_notebook_says_what_it_is(path):
 # (EXPECTED), nor in the exercises' prompts (IN_PROMPTS: a prompt may offer
 # both answers, "[10, 90] or [10, 100]?", but not state the one that holds).
 IN_PROMPTS = {"05_variance_pruning": ["must be unchanged"]}
+# ... nor anywhere in a notebook's text (IN_TEXT: what would answer an
+# exercise before the student reaches it).
+IN_TEXT = {"07_tnvp_language_model": ["uniformly among the", "scores 34"]}
 EXPECTED = {
     "01_reproduce_the_error": ['"works"', "'works'"],
     "02_where_the_error_is_raised": ["AddmmBackward0", "PermuteBackward0"],
@@ -136,7 +139,9 @@ EXPECTED = {
 def leaked_answers(notebook, stem):
     """The expected values of `stem` found in the exercises of `notebook`:
     in code cells, their outputs, and the exercises' Markdown prompts."""
-    found = []
+    found = [(index, value) for index, cell in enumerate(notebook.cells)
+             for value in IN_TEXT.get(stem, [])
+             if cell.cell_type == "markdown" and value in cell.source]
     start = student_edition.exercises_start(notebook)
     for index, cell in enumerate(notebook.cells[start:], start):
         text = cell.source

@@ -17,6 +17,8 @@ ivy   chapter 2's notebook under chapter 1's file name, and a notebook from
 import copy
 import csv
 import hashlib
+import tempfile
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -96,7 +98,10 @@ def graded(tmp_path_factory):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),
                    students["ivy"] / "scratch.ipynb")
     before = tree(folder)
+    scratch = Path(tempfile.gettempdir())
+    scratch_before = sorted(scratch.glob("grading-*"))
     grader.grade(folder, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT)
+    assert sorted(scratch.glob("grading-*")) == scratch_before, "scratch folders left"
     with open(folder / "grades.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     return dict(folder=folder, rows=rows, before=before, outside=outside)

@@ -133,3 +133,17 @@ REPOSITORY ?= someone/pruning-book
 
 publish-dry-run: setup
 	$(PY) -m tools.publish --repository $(REPOSITORY)
+
+# Grade a class with nbgrader (tools/grade.py): SUBMISSIONS is a folder with
+# one sub-folder per student, each holding any of the student notebooks.
+# Writes SUBMISSIONS/grades.csv and SUBMISSIONS/feedback/STUDENT.md; each
+# notebook runs on a copy, in a scratch folder, under time-outs: a whole
+# notebook GRADE_TIMEOUT seconds, one cell GRADE_CELL_TIMEOUT seconds.
+.PHONY: grade
+SUBMISSIONS ?=
+GRADE_TIMEOUT ?= 600
+GRADE_CELL_TIMEOUT ?= 120
+grade: setup
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder" >&2; exit 2; }
+	$(PY) -m tools.grade "$(SUBMISSIONS)" --timeout $(GRADE_TIMEOUT) \
+	  --cell-timeout $(GRADE_CELL_TIMEOUT)

@@ -13,9 +13,11 @@ source (the sources in that order, under a folded title that says where they
 are explained), its tags and its form view. The first code cell of each
 chapter is its setup cell, marked `"setup": {"install": [...]}`: its source
 comes from SETUP below, with the packages Colab lacks pinned as in
-requirements.txt. A cell marked `"study": "<chapter>"` holds the stored
+requirements.txt; its `install` list is written too: the packages of
+INSTALLABLE that the chapter's other code cells import. A cell marked `"study": "<chapter>"` holds the stored
 study of that chapter (tools.study writes its source from the study's file).
 """
+import ast
 import copy
 
 from tools.book import BOOK, chapter_number, pins
@@ -60,6 +62,21 @@ def setup_source(install):
 
 def tags(cell):
     return list(cell.metadata.get("tags", []))
+
+
+def imported_installables(code_cells):
+    """The packages of INSTALLABLE that `code_cells` import, in INSTALLABLE's
+    order: what a chapter's setup cell must install, and nothing more."""
+    modules = set()
+    for cell in code_cells:
+        source = "\n".join(line for line in cell.source.splitlines()
+                           if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.add(node.module.split(".")[0])
+    return [name for name, module in INSTALLABLE.items() if module in modules]
 
 
 def find_source(reference, notebooks):
@@ -110,7 +127,12 @@ def with_generated_cells(notebooks):
         if not code or "setup" not in code[0].metadata:
             raise ValueError(f"{path.name}: the first code cell must be the setup "
                              'cell, marked "setup": {"install": [...]}')
-        code[0].source = setup_source(code[0].metadata["setup"].get("install", []))
+        # the chapter's cells as they will be (copies included) say what it imports
+        for cell in code[1:]:
+            if "copy_of" in cell.metadata:
+                cell.source = copy_source(cell, notebooks)
+        code[0].metadata["setup"] = {"install": imported_installables(code[1:])}
+        code[0].source = setup_source(code[0].metadata["setup"]["install"])
         for cell in code[1:]:
             if "setup" in cell.metadata:
                 raise ValueError(f"{path.name}: only the first code cell is a setup cell")

@@ -5,7 +5,8 @@
 
 What is generated, each from one source:
 - in the chapters: each setup cell, and each copy of another chapter's
-  helpers (tools.copies);
+  helpers (tools.copies); each link to a page of the book, made absolute
+  (tools.links);
 - book/student/: the student edition of every chapter (tools.student);
 - book/_generated/: tables that restate facts kept elsewhere (each module
   in GENERATORS below).
@@ -15,7 +16,7 @@ import sys
 
 import nbformat
 
-from tools import copies, student
+from tools import copies, links, student
 from tools.book import BOOK, ROOT, render, toc_notebooks
 
 # Modules with a `generated()` that returns {path: text} for book/_generated.
@@ -30,7 +31,7 @@ def wanted_files(chapters=None):
     """{path: text} of every generated file, from `chapters` ({path:
     notebook}, read from disk by default)."""
     chapters = read_chapters() if chapters is None else chapters
-    generated = copies.with_generated_cells(chapters)
+    generated = links.with_absolute_links(copies.with_generated_cells(chapters))
     files = {path: render(notebook) for path, notebook in generated.items()}
     files.update(student.editions(generated))
     for name in GENERATORS:

@@ -1,8 +1,10 @@
 """The teaching plan's tables, written from the facts they are made of.
 
 - each lesson's timetable: the lessons of book/_data/lessons.yml (which
-  chapters, how many minutes) and each chapter's own `## ... (core, N min)`
-  and `## ... (optional)` headings;
+  chapters, how many minutes, which core sections are homework, minutes to
+  open Colab and for the exit ticket, what moves when time runs short) and
+  each chapter's own `## ... (core, N min)` and `## ... (optional)`
+  headings; each lesson leaves at least BUFFER minutes unplanned;
 - every chapter at a glance: in which lesson, its core minutes, its
   optional sections;
 - the before-class run times: each chapter's fastest and slowest passing
@@ -91,17 +93,63 @@ def read_plan(path=PLAN):
     return yaml.safe_load(Path(path).read_text())
 
 
+BUFFER = 10        # minutes of each lesson left unplanned, at least
+OPTIONAL_KEYS = {"start", "homework", "exit_ticket", "if_short"}
+
+
+@dataclass
+class Lesson:
+    number: int
+    minutes: int        # the lesson's length
+    chapters: list      # [Chapter], in order
+    start: int          # minutes to open Colab and run the setup cells
+    homework: list      # [(chapter number, section title)] moved out of class
+    exit_ticket: int    # minutes for the exit ticket, at the end (0: none)
+    if_short: list      # [(chapter number, section title)] to drop first, in order
+
+    def taught(self):
+        """[(Chapter, title, minutes)] of the core sections taught in class."""
+        return [(chapter, title, minutes) for chapter in self.chapters
+                for title, minutes in chapter.core
+                if (chapter.number, title) not in self.homework]
+
+    @property
+    def planned(self):
+        return (self.start + sum(m for _, _, m in self.taught()) + self.exit_ticket)
+
+
+def section_list(where, number, key, entries, chapters, taught):
+    """[(chapter, title)] from entries like '5: Exercises' (a title's prefix)."""
+    found = []
+    for entry in entries or []:
+        match = re.fullmatch(r"(\d+): (.+)", str(entry))
+        if not match or int(match[1]) not in taught:
+            raise PlanError(f"{where}: lesson {number}'s {key} entry {entry!r} must "
+                            "be 'N: section title' for a chapter of the lesson")
+        chapter = chapters[int(match[1])]
+        titles = [t for t, _ in chapter.core if t.startswith(match[2])]
+        if len(titles) != 1:
+            raise PlanError(f"{where}: lesson {number}'s {key} entry {entry!r}: chapter "
+                            f"{chapter.number} has {len(titles)} core sections "
+                            "starting so")
+        found.append((chapter.number, titles[0]))
+    return found
+
+
 def lessons(plan, chapters):
-    """[(lesson number, minutes, [Chapter])], checked against the chapters."""
+    """[Lesson], checked against the chapters: each leaves at least BUFFER
+    minutes unplanned."""
     where = PLAN.relative_to(ROOT)
     entries = (plan or {}).get("lessons")
     if not entries:
         raise PlanError(f"{where}: no `lessons:` list")
     result, placed = [], {}
     for number, entry in enumerate(entries, 1):
-        if not isinstance(entry, dict) or set(entry) != {"chapters", "minutes"}:
-            raise PlanError(f"{where}: lesson {number} needs exactly `chapters` "
-                            f"and `minutes`, got {entry!r}")
+        if (not isinstance(entry, dict) or not {"chapters", "minutes"} <= set(entry)
+                or set(entry) - {"chapters", "minutes"} - OPTIONAL_KEYS):
+            raise PlanError(f"{where}: lesson {number} needs `chapters` and `minutes` "
+                            f"(and may have {', '.join(sorted(OPTIONAL_KEYS))}), "
+                            f"got {entry!r}")
         length = entry["minutes"]
         if not isinstance(length, int) or length <= 0:
             raise PlanError(f"{where}: lesson {number} lasts {length!r} minutes")
@@ -118,32 +166,59 @@ def lessons(plan, chapters):
             taught.append(chapters[name])
         if not taught:
             raise PlanError(f"{where}: lesson {number} covers no chapter")
-        core = sum(chapter.minutes for chapter in taught)
-        if core > length:
-            parts = " + ".join(f"{c.minutes} (chapter {c.number})" for c in taught)
-            raise PlanError(f"{where}: lesson {number} lasts {length} min, but "
-                            f"its chapters' core sections take {core} min: {parts}")
-        result.append((number, length, taught))
+        numbers = [c.number for c in taught]
+        lesson = Lesson(number, length, taught, int(entry.get("start", 0)),
+                        section_list(where, number, "homework", entry.get("homework"),
+                                     chapters, numbers),
+                        int(entry.get("exit_ticket", 0)),
+                        section_list(where, number, "if_short", entry.get("if_short"),
+                                     chapters, numbers))
+        moved = [s for s in lesson.if_short if s in lesson.homework]
+        if moved:
+            raise PlanError(f"{where}: lesson {number}: {moved} is homework already")
+        if lesson.planned > length - BUFFER:
+            raise PlanError(f"{where}: lesson {number} lasts {length} min, but it plans "
+                            f"{lesson.planned} min: at least {BUFFER} must be left for "
+                            "what runs over (move a section to `homework`)")
+        result.append(lesson)
     return result
 
 
 NOTE = "% Written by `python -m tools.plan` from {source}; not edited by hand.\n\n"
 
 
-def timetable(length, taught):
-    """A lesson's table: every core section of its chapters, minute by minute."""
+def timetable(lesson):
+    """A lesson's table, minute by minute: opening Colab, the core sections
+    taught in class, the exit ticket, the buffer; then what is homework and
+    what moves first when time runs short."""
     lines = ["| Time | Chapter | Core section | Minutes |",
              "| --- | --- | --- | --- |"]
     start = 0
-    for chapter in taught:
-        for title, minutes in chapter.core:
-            lines.append(f"| {start}–{start + minutes} | {chapter.number} "
-                         f"| {title} | {minutes} |")
-            start += minutes
-    if start < length:
-        lines.append(f"| {start}–{length} | | Spare: questions, or an optional "
-                     f"section | {length - start} |")
-    lines.append(f"| | | **Total** | **{length}** |")
+
+    def row(chapter, title, minutes):
+        nonlocal start
+        lines.append(f"| {start}–{start + minutes} | {chapter} | {title} | {minutes} |")
+        start += minutes
+
+    if lesson.start:
+        row("", "Open the student notebooks in Colab, *File > Save a copy in "
+                "Drive*, run each setup cell", lesson.start)
+    for chapter, title, minutes in lesson.taught():
+        row(chapter.number, title, minutes)
+    if lesson.exit_ticket:
+        row("", f"[**Exit ticket**](exit-ticket-{lesson.number})", lesson.exit_ticket)
+    row("", "Buffer: what runs over (Colab restarts, pair work, exercises)",
+        lesson.minutes - start)
+    lines.append(f"| | | **Total** (planned {lesson.planned}, buffer "
+                 f"{lesson.minutes - lesson.planned}) | **{lesson.minutes}** |")
+    minutes = {(c.number, t): m for c in lesson.chapters for t, m in c.core}
+    if lesson.homework:
+        lines += ["", "Homework, not taught in class: " + "; ".join(
+            f"chapter {n}, *{t}* ({minutes[n, t]} min)" for n, t in lesson.homework) + "."]
+    if lesson.if_short:
+        lines += ["", "When time runs short, move these to homework, in this order: "
+                  + "; ".join(f"chapter {n}, *{t}* (frees {minutes[n, t]} min)"
+                              for n, t in lesson.if_short) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -193,9 +268,10 @@ def generated(plan=None, matrix=None):
     from_plan = NOTE.format(source="book/_data/lessons.yml and the chapters' "
                                    "`## ` headings")
     files = {}
-    for number, length, its_chapters in taught:
-        files[GENERATED / f"lesson_{number}.md"] = from_plan + timetable(length, its_chapters)
-    placed = {chapter.number: number for number, _, its in taught for chapter in its}
+    for lesson in taught:
+        files[GENERATED / f"lesson_{lesson.number}.md"] = from_plan + timetable(lesson)
+    placed = {chapter.number: lesson.number for lesson in taught
+              for chapter in lesson.chapters}
     files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, placed)
     files[GENERATED / "run_times.md"] = (
         NOTE.format(source="book/_generated/versions_matrix.json")

@@ -1,18 +1,37 @@
 """Write the student edition: book/student/NN_name.ipynb from each chapter.
 
 Written by `make generate` (tools.generate) with the book's other generated
-files, from the chapters as generated (copies and setup cells included).
+files, from the chapters as generated (copies, setup cells and links
+included).
 
-From each chapter of _toc.yml, in the exercises only:
+From each chapter of _toc.yml:
+- the first Markdown cell says, under the title, that this is the student
+  edition, where the answers go, and to save a copy in Drive first;
+- each prediction waits for the student: the cell that reveals a
+  `**Predict.**` paragraph's answer (the first code cell after it with a
+  stored output) loses its output, and a Markdown cell "Your prediction"
+  comes before it;
+in the exercises only:
 - each answer cell (tagged `solution`) becomes a stub: the functions it
-  defines keep their signature and docstring and raise
-  NotImplementedError("your answer here"); the names it assigns are set to
-  `...`; it is tagged `answer` instead, unfolded, its output cleared;
-- each check cell (tagged `exercise-check`) keeps its code, output cleared;
+  defines keep their signature and docstring and raise NotImplementedError
+  naming the exercise, and are marked `unanswered`; the names it assigns
+  are set to `...`; it is tagged `answer` instead, unfolded, its output
+  cleared, and marked as an nbgrader solution cell;
+- each check cell (tagged `exercise-check`) first stops, naming the
+  exercise, while the answer above is still a stub; its output is cleared,
+  and it is marked as an nbgrader test cell worth one point, locked (the
+  grader, tools.grade, runs the shipped check, not a student's edit of it);
 - each `<details><summary>Solution N</summary> ... </details>` explanation is
   removed (a Markdown cell left empty is dropped).
 Every other cell, outputs included, is copied unchanged. The output is a
 function of the chapter alone, so the committed files can be checked.
+
+nbgrader's own generator (`nbgrader generate_assignment`) is not used for
+this: it needs `### BEGIN SOLUTION` markers in the source notebook, which
+here is the book's chapter, read as it is in the book and in Colab; and it
+does neither the predictions nor the stubs' guards. The grader
+(tools.grade) uses it only to build its gradebook from the notebooks this
+module writes.
 """
 import ast
 import copy
@@ -20,16 +39,29 @@ import re
 
 import nbformat
 
-from tools.book import BOOK, render
+from tools.book import BOOK, chapter_number, render
 
 STUDENT = BOOK / "student"
-STUB_ERROR = 'raise NotImplementedError("your answer here")'
 EXPLANATION = re.compile(
     r"\n*<details>\n<summary>Solution \d+</summary>\n.*?</details>\n*", re.S)
+PREDICT = "**Predict.**"
+BANNER = (
+    "> **Student edition.** Your answers go in the cells that start with "
+    "`# Exercise N: your answer here`; the cell after each one checks it. "
+    "The predictions wait for you too: write yours where it says *Your "
+    "prediction*, then run the cell below it. In Colab, first *File > Save a "
+    "copy in Drive*, so that your work is kept.")
+PREDICTION = ("**Your prediction** (write it here, double-click to edit, "
+              "before you run the next cell): ...")
 
 
 def tags(cell):
     return cell.metadata.get("tags", [])
+
+
+def stub_error(number):
+    return (f'raise NotImplementedError("Exercise {number} is not answered yet: '
+            'write your answer here")')
 
 
 def stub(source, number):
@@ -40,7 +72,7 @@ def stub(source, number):
     code = "\n".join(lines)
     tree = ast.parse(code)
     out = [f"# Exercise {number}: your answer here, then run the check below."]
-    names = []
+    names, functions = [], []
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             out.append(ast.get_source_segment(code, node))
@@ -51,18 +83,56 @@ def stub(source, number):
             if docstring is not None:
                 header = code.splitlines()[node.lineno - 1:body[0].end_lineno]
             indent = " " * (body[0].col_offset)
-            out += ["", *header, f"{indent}{STUB_ERROR}"]
+            out += ["", *header, f"{indent}{stub_error(number)}"]
+            functions.append(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name) and name.id not in names:
                         names.append(name.id)
+    if functions:
+        out += [""] + [f"{name}.unanswered = True  # your own def replaces this stub"
+                       for name in functions]
     if names:
         out += [""] + [f"{name} = ...  # your answer" for name in names]
     if len(out) == 1:
         raise ValueError(f"answer {number}: nothing to leave to the student:\n{source}")
     return "\n".join(out).replace("\n\n\n", "\n\n").strip() + "\n"
+
+
+def stub_names(source):
+    """The names a stub (from `stub`) leaves to the student, in order."""
+    return re.findall(r"^(\w+)(?:\.unanswered = True| = \.\.\.  # your answer)",
+                      source, re.M)
+
+
+def guard(names, number):
+    """The lines a check cell starts with in the student edition: stop, naming
+    the exercise, while any of `names` is still the stub's."""
+    listed = ", ".join(names) + ("," if len(names) == 1 else "")
+    return (f"for _answer in ({listed}):  # stops here while Exercise {number} "
+            "is a stub\n"
+            "    if _answer is ... or getattr(_answer, \"unanswered\", False):\n"
+            f"        raise NotImplementedError(\"Exercise {number} is not answered "
+            "yet: write your answer in the cell above, run it, then run this "
+            "check again\")\n")
+
+
+def grade_id(chapter, number, kind):
+    """nbgrader's id of a cell: 'ch01-exercise-2-check'. The chapter in it
+    lets the grader recognise a notebook whatever its file is called."""
+    return f"ch{chapter:02d}-exercise-{number}-{kind}"
+
+
+def nbgrader_metadata(chapter, number, kind):
+    graded = kind == "check"
+    data = {"grade": graded, "grade_id": grade_id(chapter, number, kind),
+            "locked": graded, "schema_version": 3, "solution": not graded,
+            "task": False}
+    if graded:
+        data["points"] = 1
+    return data
 
 
 def exercises_start(notebook):
@@ -71,15 +141,52 @@ def exercises_start(notebook):
                 and re.search(r"^## Exercises", c.source, re.M))
 
 
-def student_notebook(notebook):
+def reveal_cells(notebook):
+    """{index of a `**Predict.**` Markdown cell: index of the code cell that
+    reveals its answer}, the first code cell after it with a stored output
+    (in the student edition, the first code cell after its prediction cell)."""
+    found = {}
+    cells = notebook.cells
+    for index, cell in enumerate(cells):
+        if cell.cell_type != "markdown" or PREDICT not in cell.source:
+            continue
+        for later in range(index + 1, len(cells)):
+            if cells[later].cell_type == "markdown" and PREDICT in cells[later].source:
+                break
+            if cells[later].cell_type == "code" and (
+                    cells[later].outputs or "reveals-prediction" in tags(cells[later])):
+                found[index] = later
+                break
+    return found
+
+
+def with_banner(source):
+    """The first Markdown cell with the student-edition note under its title."""
+    lines = source.split("\n")
+    title = next((i for i, line in enumerate(lines) if line.startswith("# ")), -1)
+    return "\n".join(lines[:title + 1] + ["", BANNER] + lines[title + 1:])
+
+
+def student_notebook(notebook, chapter=0):
     """A new notebook: the chapter with its answers left to the student."""
     student = nbformat.from_dict(nbformat.v4.new_notebook())
     student.metadata = nbformat.from_dict(dict(notebook.metadata))
     student.nbformat, student.nbformat_minor = notebook.nbformat, notebook.nbformat_minor
     start = exercises_start(notebook)
-    answers = 0
+    reveals = set(reveal_cells(notebook).values())
+    answers, names = 0, []
+    first_markdown = next(i for i, c in enumerate(notebook.cells)
+                          if c.cell_type == "markdown")
     for index, original in enumerate(notebook.cells):
         cell = copy.deepcopy(original)
+        if index == first_markdown:
+            cell.source = with_banner(cell.source)
+        if index in reveals:
+            prediction = nbformat.v4.new_markdown_cell(PREDICTION)
+            prediction["id"] = f"prediction-{cell.get('id', index)}"[:64]
+            student.cells.append(prediction)
+            cell.metadata["tags"] = list(tags(cell)) + ["reveals-prediction"]
+            cell.outputs, cell.execution_count = [], None
         if index >= start:
             if cell.cell_type == "markdown":
                 cell.source = EXPLANATION.sub("\n\n", cell.source).strip("\n")
@@ -88,11 +195,16 @@ def student_notebook(notebook):
             elif "solution" in tags(cell):
                 answers += 1
                 cell.source = stub(cell.source, answers).rstrip("\n")
+                names = stub_names(cell.source)
                 cell.metadata.pop("cellView", None)
                 cell.metadata["tags"] = [t for t in tags(cell)
                                          if t not in ("solution", "hide-input")] + ["answer"]
+                cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "answer")
                 cell.outputs, cell.execution_count = [], None
             elif "exercise-check" in tags(cell):
+                if names:
+                    cell.source = guard(names, answers) + cell.source
+                cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "check")
                 cell.outputs, cell.execution_count = [], None
         student.cells.append(cell)
     if answers == 0:
@@ -102,5 +214,5 @@ def student_notebook(notebook):
 
 def editions(chapters):
     """{student path: file text} for each chapter of `chapters` ({path: notebook})."""
-    return {STUDENT / path.name: render(student_notebook(notebook))
+    return {STUDENT / path.name: render(student_notebook(notebook, chapter_number(path)))
             for path, notebook in chapters.items()}

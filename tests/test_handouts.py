@@ -1,0 +1,56 @@
+"""The classroom handouts, printed from the built book (`make book`, which
+`make test` runs first) by headless Chromium at A4 and at Letter, fit the
+pages each one promises; printed, they show no site navigation."""
+import re
+
+import pytest
+
+from tests.test_browser import CHROMIUM, FLAGS, HTML
+
+# page: how many pages it may take, printed
+HANDOUTS = {"worksheet_nine_variants": 1, "worksheet_ways_out": 1,
+            "worksheet_four_reports": 1, "colab_in_a_classroom": 1,
+            "assessment": 1, "assessment_answers": 2}
+PAPER = ["A4", "Letter"]
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def printed_pages(browser, page_name, paper):
+    """The number of pages of `page_name` printed to PDF on `paper`, and the
+    printed text's navigation, if any shows."""
+    path = HTML / "book" / f"{page_name}.html"
+    assert path.is_file(), f"{path} was not built: run make book"
+    page = browser.new_page()
+    page.goto(path.as_uri())
+    page.emulate_media(media="print")
+    shown = page.evaluate("""() => [...document.querySelectorAll(
+        '.bd-sidebar-primary, .bd-header, .prev-next-area, .bd-footer')]
+        .filter(e => e.offsetParent !== null).map(e => e.className)""")
+    pdf = page.pdf(format=paper, print_background=False)
+    page.close()
+    return len(re.findall(rb"/Type\s*/Page[^s]", pdf)), shown
+
+
+@pytest.mark.parametrize("paper", PAPER)
+@pytest.mark.parametrize("page_name", list(HANDOUTS))
+def test_each_handout_fits_its_pages(browser, page_name, paper):
+    pages, shown = printed_pages(browser, page_name, paper)
+    assert 1 <= pages <= HANDOUTS[page_name], f"{page_name} prints on {pages} {paper} pages"
+    assert shown == [], "printed, a handout shows no navigation"
+
+
+def test_a_page_too_long_is_found(browser):
+    """The check above on a planted case: the teacher's guide, many pages long."""
+    pages, _ = printed_pages(browser, "teachers_guide", "A4")
+    assert pages > 2

@@ -168,3 +168,9 @@ def test_a_missing_heading_is_refused():
     namespace, notebook = triage.rules_namespace()
     with pytest.raises(LookupError, match="no single heading 'Nowhere'"):
         triage.section_links({"x": ("text", "Nowhere")}, notebook)
+
+
+def test_the_node_table_is_read_under_the_pinned_torch_only(monkeypatch):
+    monkeypatch.setattr(triage, "torch_pin", lambda: "0.0.1")
+    with pytest.raises(RuntimeError, match="torch 0.0.1's derivatives.yaml"):
+        triage.node_table()

@@ -64,11 +64,12 @@ def section_links(causes, notebook, page=None):
 def node_table():
     """{node name: [forward operation, [[input, is a list], ...]]} from the
     installed torch's derivatives.yaml (the pin's only)."""
-    import torch
-    import torchgen
+    from importlib.metadata import version
+
+    import torchgen                       # shipped in the torch wheel
     from torchgen.packaged.autograd.load_derivatives import load_derivatives
 
-    installed = torch.__version__.split("+")[0]
+    installed = version("torch").split("+")[0]      # without importing torch
     if installed != torch_pin():
         raise RuntimeError(f"the node table is read from torch {torch_pin()}'s "
                            f"derivatives.yaml (requirements.txt); this is torch "

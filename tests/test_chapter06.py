@@ -539,3 +539,37 @@ def test_any_text_gets_a_diagnosis_and_a_model_is_checked_for_forward_errors():
         "Function X returned an invalid gradient at index 0 - expected device cpu but "
         "got meta", [])
     assert "shape" not in device.fix
+
+
+class Scripted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 5))
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w.t()) * 2
+
+
+def test_a_torchscript_node_with_a_namespaced_name_is_read_and_followed():
+    """TorchScript's backward node is named
+    torch::jit::(anonymous namespace)::DifferentiableGraphBackward: the reader
+    takes it whole, and the helper follows its edge to the stale parameter."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scripted = torch.jit.script(Scripted())
+        x = torch.randn(3, 5)
+        for _ in range(3):                      # the profiling runs
+            scripted(x).sum().backward()
+        old = scripted(x).sum()
+    if "DifferentiableGraphBackward" not in old.grad_fn.next_functions[0][0].name():
+        pytest.skip("this torch makes no differentiable graph here")
+    scripted.w.data = scripted.w.data[:3]
+    new = scripted(x).sum()
+    error = failing_backward(new)
+    reading = ch.read_message(error)
+    assert reading.fields["node"] == "torch::jit::(anonymous namespace)::DifferentiableGraphBackward"
+    assert reading.cause == "torchscript"
+    diagnosis = ch.diagnose_invalid_gradient(error, new, scripted)
+    assert diagnosis.cause == "stale accumulator" and diagnosis.tensor == "parameter 'w'"
+    del old

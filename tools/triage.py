@@ -1,0 +1,124 @@
+"""The reading rules of the triage page, generated from one source each.
+
+    python -m tools.triage     # write book/_static/triage_rules.js
+
+The triage page (book/triage.md, its script book/_static/triage.js) reads a
+pasted error in the browser, with no Python. What it reads by is written here
+from two sources, so that it never disagrees with the book:
+
+- the rules (MESSAGE_RULES, NODE_RULES, CAUSES): chapter 6's cell
+  `message-rules`, the very table its `read_message` reads by. Only that
+  cell is run (it imports nothing but `re` and `typing`). Each cause's
+  section title becomes a link to that `## ` heading of chapter 6 (refused
+  if the chapter has no such heading);
+- which forward operation made each backward node, and its inputs in the
+  order of the node's edges: the `derivatives.yaml` that the pinned torch's
+  wheel ships (`torchgen/packaged/autograd/`), read by the wheel's own
+  torchgen (`load_derivatives`), so the node names are torch's. Refused
+  under any other torch than requirements.txt's pin.
+"""
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+from docutils.nodes import make_id
+
+from tools.book import BOOK, ROOT, torch_pin
+
+CHAPTER = BOOK / "06_any_layer_any_node.ipynb"
+RULES_CELL = "message-rules"
+OUTPUT = BOOK / "_static" / "triage_rules.js"
+HEADER = ("// Written by `python -m tools.triage` (make generate) from chapter 6's cell\n"
+          "// `message-rules` and the derivatives.yaml of torch {torch}; not edited by hand.\n")
+
+
+def rules_namespace(chapter=CHAPTER):
+    """The names chapter 6's rules cell defines."""
+    notebook = nbformat.read(chapter, as_version=4)
+    cells = [c for c in notebook.cells if c.get("id") == RULES_CELL]
+    if len(cells) != 1:
+        raise LookupError(f"{chapter.name}: no single cell with id {RULES_CELL!r}")
+    namespace = {}
+    exec(compile(cells[0].source, f"{chapter.name}[{RULES_CELL}]", "exec"), namespace)
+    return namespace, notebook
+
+
+def section_links(causes, notebook, page=None):
+    """{title: 'page.html#anchor'} for each cause's section title, from the
+    chapter's `## ` headings (anchors as Sphinx makes them)."""
+    page = page or CHAPTER.with_suffix(".html").name
+    headings = [line[3:].strip() for cell in notebook.cells if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("## ")]
+    links = {}
+    for _, title in causes.values():
+        if title is None or title in links:
+            continue
+        found = [h for h in headings if h == title or h.startswith(title + " (")]
+        if len(found) != 1:
+            raise LookupError(f"{CHAPTER.name} has no single heading {title!r}")
+        links[title] = f"{page}#{make_id(found[0])}"
+    return links
+
+
+def node_table():
+    """{node name: [forward operation, [[input, is a list], ...]]} from the
+    installed torch's derivatives.yaml (the pin's only)."""
+    from importlib.metadata import version
+
+    import torchgen                       # shipped in the torch wheel
+    from torchgen.packaged.autograd.load_derivatives import load_derivatives
+
+    installed = version("torch").split("+")[0]      # without importing torch
+    if installed != torch_pin():
+        raise RuntimeError(f"the node table is read from torch {torch_pin()}'s "
+                           f"derivatives.yaml (requirements.txt); this is torch "
+                           f"{installed}: run it in the book's venv")
+    packaged = Path(torchgen.__file__).parent / "packaged"
+    infos, _ = load_derivatives(str(packaged / "autograd" / "derivatives.yaml"),
+                                str(packaged / "ATen" / "native" / "native_functions.yaml"),
+                                str(packaged / "ATen" / "native" / "tags.yaml"))
+    table = {}
+    for by_key in infos.values():
+        for info in by_key.values():
+            if info.op is None or info.op in table:
+                continue
+            inputs = [[arg.name, "[]" in str(arg.argument.type)]
+                      for arg in info.args_with_derivatives]
+            table[info.op] = [str(info.func.func.name), inputs]
+    return dict(sorted(table.items()))
+
+
+def triage_rules():
+    namespace, notebook = rules_namespace()
+    causes = namespace["CAUSES"]
+    links = section_links(causes, notebook)
+    return {
+        "torch": torch_pin(),
+        "space": namespace["SPACE"],
+        "message_rules": namespace["MESSAGE_RULES"],
+        "node_rules": namespace["NODE_RULES"],
+        "causes": {key: {"text": text, "section": title,
+                         "href": links.get(title)}
+                   for key, (text, title) in causes.items()},
+        "nodes": node_table(),
+    }
+
+
+def generated():
+    rules = triage_rules()
+    text = (HEADER.format(torch=rules["torch"]) + "window.TRIAGE_RULES = "
+            + json.dumps(rules, indent=0, sort_keys=False, ensure_ascii=True)
+            .replace("\n", "") + ";\n")
+    return {OUTPUT: text}
+
+
+def main():
+    for path, text in generated().items():
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,3 +30,14 @@ var Scorer = {
     return score + inTitle;
   },
 };
+
+/* The summary under each result starts with the page's own words: Sphinx
+ * takes it from the page's text, which on a chapter begins with the title
+ * and then the "Open in Colab" badge and the student edition's link; the
+ * badge's paragraph is left out of that text. (This file is included in
+ * language_data.js, which search.html loads after searchtools.js.) */
+if (typeof Search !== "undefined" && Search.htmlToText) {
+  const pageText = Search.htmlToText;
+  Search.htmlToText = (htmlString, anchor) => pageText(
+    htmlString.replace(/<p class="colab-badge">[\s\S]*?<\/p>/g, ""), anchor);
+}

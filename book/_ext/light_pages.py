@@ -33,7 +33,7 @@ Run at the end of the HTML build over every page written (idempotent):
    rules are repeated for the dark theme under `@media print`, at the end
    of book.css (the last stylesheet, so that they win).
 6. Long names in inline code break after a dot, slash, underscore or comma
-   (`<wbr>`), not in the middle of a word.
+   (`<wbr>`), and headings after a slash, not in the middle of a word.
 7. On a phone, a graph wider than the screen says that it scrolls (class
    `wide-on-phone`, book.css).
 8. On a phone, a tap on a link in the menu or contents drawer closes the
@@ -87,6 +87,7 @@ IMG = re.compile(r'<img\b([^>]*?)\s*/?>')
 # What a graph (an SVG in a cell output) may be wide on a 390-px phone:
 # book.css shows it at 3/4 of its size, in a column of 390 - 2 x 16 px.
 PHONE_COLUMN_PX, PHONE_GRAPH_ZOOM = 358, 0.75
+HEADING = re.compile(r'(<h[1-6]\b[^>]*>)(.*?)(</h[1-6]>)', re.S)
 INLINE_CODE = re.compile(r'(<code class="docutils literal notranslate">)(.*?)(</code>)', re.S)
 BREAK_AFTER = re.compile(r'(?<=[./_,])(?=[^<>\s&;])(?![^<]*>)')
 # Light-theme rules (of the stylesheets that have them, in the order pages
@@ -175,6 +176,15 @@ def sized_lazy_image(match, page):
     return f"<img{attributes} />"
 
 
+def breakable_heading(match):
+    """A heading with a line-break opportunity after each slash of its text
+    (an "owner/repository" is one long word otherwise)."""
+    if "<wbr>" in match.group(2):
+        return match.group(0)
+    inner = re.sub(r'/(?=[^<>\s])(?![^<]*>)', "/<wbr>", match.group(2))
+    return match.group(1) + inner + match.group(3)
+
+
 def breakable_code(match):
     """Inline code with a line-break opportunity after . / _ and ,"""
     if "<wbr>" in match.group(2):
@@ -212,8 +222,10 @@ def light_page(text, page, outdir, shapes):
     text = SCRIPT_PRELOAD.sub("", text)
     if SEARCH_AS_YOU_TYPE_OFF in text and page.name != "search.html":
         text = SEARCH_SCRIPTS.sub("", text)
-    head, separator, body = text.partition("</head>")
-    text = HEAD_SCRIPT.sub(deferred_script, head) + separator + body
+    if page.name != "search.html":  # its search scripts run in the head
+        head, separator, body = text.partition("</head>")
+        text = HEAD_SCRIPT.sub(deferred_script, head) + separator + body
+    text = HEADING.sub(breakable_heading, text)
     text = INLINE_CODE.sub(breakable_code, text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
     text = ICON_ELEMENT.sub(lambda m: icon_svg(m, shapes), text)

@@ -8,7 +8,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
 .PHONY: setup book book-strict test lint generate generate-check execute dot \
-        bench versions clean student lint-workflows publish-dry-run study
+        bench versions clean student lint-workflows publish-dry-run study \
+        lighthouse
 
 setup: $(STAMP)
 
@@ -93,6 +94,17 @@ execute: setup dot
 study: setup
 	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study
 	$(PY) -m tools.generate
+
+# Lighthouse (pinned in package.json and package-lock.json; needs Node 20 and
+# npm) with the system Chromium: every page of the book and a fresh
+# `jupyter-book create` template, both served with gzip, three runs per page,
+# medians and ratios to the template in _build/lighthouse.md. Timings depend
+# on the machine's load: not part of `make test`.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+lighthouse: book node_modules/.package-lock.json
+	nice $(PY) -m tools.lighthouse
 
 # Inference speed of dense vs pruned models (timings: not part of `make test`).
 bench: setup

@@ -17,3 +17,60 @@ def test_colab_url_points_at_the_notebook_on_github():
 def test_colab_url_refuses_a_non_github_repository():
     with pytest.raises(ValueError, match="must start with https://github.com/"):
         colab_url("https://gitlab.com/me/book", "main", "", "book/x")
+
+
+def light_pages():
+    """book/_ext/light_pages.py, as Sphinx loads it (by its file)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "book" / "_ext" / "light_pages.py"
+    spec = importlib.util.spec_from_file_location("light_pages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_aligned_outputs_are_told_from_prose():
+    from book._ext.output_shapes import is_aligned
+
+    table = ("way out     works  advice\n"
+             "del_x       yes    no\n"
+             "set_        yes    no\n")
+    assert is_aligned(table)
+    assert is_aligned("  124  TORCH_API void f(\n  125      int x);\n")
+    assert not is_aligned("The first difference is rounding. The second is real:\n"
+                          "a neuron that varies carries information.\n")
+    # one padded line is not a table
+    assert not is_aligned("accuracy:  97.2\nthe end of a sentence.\n")
+
+
+def test_formulas_become_mathml_or_stop_the_build():
+    tex_to_mathml = light_pages().tex_to_mathml
+    inline = tex_to_mathml(r"\sigma_j^2 \lVert W_{\ell+1}[:, j]\rVert^2", display=False)
+    assert inline.startswith("<math") and "\\" not in inline
+    display = tex_to_mathml(r"\begin{aligned}a &= b \\ &\quad + \bigl\lVert c \bigr\rVert"
+                            r"\end{aligned}", display=True)
+    assert "<mtable" in display and "\\" not in display
+    with pytest.raises(ValueError, match="left TeX"):
+        tex_to_mathml(r"\unknowncommand x", display=False)
+
+
+def test_inline_code_breaks_after_punctuation_only():
+    module = light_pages()
+    html = ('<code class="docutils literal notranslate"><span class="pre">'
+            'torch.nn.utils.prune</span> <span class="pre">&quot;a/b&quot;</span></code>')
+    out = module.INLINE_CODE.sub(module.breakable_code, html)
+    assert out.count("<wbr>") == 4
+    assert "torch.<wbr>nn.<wbr>utils.<wbr>prune" in out and "a/<wbr>b" in out
+    assert 'class="pre"' in out and "&quot;" in out  # tags and entities untouched
+
+
+def test_print_repeats_the_light_colours_for_the_dark_theme():
+    theme = ('html[data-theme=light]{--pst-color-text-base:#222}'
+             'html[data-theme="dark"]{--pst-color-text-base:#ddd}')
+    book = "p{margin:0}"
+    printed = light_pages().print_in_light(book, [theme])
+    assert printed.startswith(book)
+    assert "@media print{html[data-theme=dark]{--pst-color-text-base:#222}" in printed
+    assert light_pages().print_in_light(printed, [theme]) == printed  # once only

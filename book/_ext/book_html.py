@@ -12,6 +12,9 @@ written in one place. The badge is drawn inline (no external image).
 3. Each script tag once: sphinx-thebe 0.3.1 registers its configuration
    script twice under Jupyter Book 1.0, and the second copy fails in the
    browser ("Identifier 'THEBE_JS_URL' has already been declared").
+
+4. What each page loads: only what it shows (light_pages.py); text
+   outputs laid out in columns keep them (output_shapes.py).
 """
 import importlib.util
 import re
@@ -156,6 +159,9 @@ def add_substitutions(app, config):
 
 
 def setup(app):
+    # What a page loads, and outputs that keep their columns (beside this file).
+    app.setup_extension("light_pages")
+    app.setup_extension("output_shapes")
     app.connect("config-inited", keep_the_navbar_off)
     app.connect("config-inited", add_substitutions)
     app.connect("doctree-read", add_badge)

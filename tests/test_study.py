@@ -37,6 +37,21 @@ def test_the_key_changes_with_the_config_the_seed_and_the_torch(stem):
     assert study.key(stem, "main", config, 0, "2.14.1") != base
 
 
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_the_key_follows_the_pins_that_can_change_the_numbers(stem, monkeypatch):
+    """A new torch-pruning or scikit-learn changes the key; a new pin of the
+    book's tooling (the grader, say) does not."""
+    config = load_exports(f"{stem}.ipynb").STUDY_PLAN["variants"]["main"]
+    pinned = study.pins()
+    base = study.key(stem, "main", config, 0, "2.13.0")
+    for name, version in (("torch-pruning", "0.0.1"), ("scikit-learn", "0.0.1")):
+        assert name in pinned
+        monkeypatch.setattr(study, "pins", lambda: dict(pinned, **{name: version}))
+        assert study.key(stem, "main", config, 0, "2.13.0") != base, name
+    monkeypatch.setattr(study, "pins", lambda: dict(pinned, nbgrader="0.0.1", ruff="0.0.1"))
+    assert study.key(stem, "main", config, 0, "2.13.0") == base
+
+
 def test_the_stored_study_cell_says_where_it_comes_from():
     source = study.study_cell_source(CHAPTERS[0])
     assert source.startswith("# @title The stored study")

@@ -16,7 +16,7 @@ export cells, with one thread, deterministic algorithms and PyTorch's CPU
 kernels held at AVX2 (the level of the stored outputs; `make study` sets
 it). Results go to book/_generated/study/<chapter>.json, written after each
 seed: a stopped run resumes, and a rerun runs only the seeds whose key (the
-chapter's export code, the pins, the configuration, the seed, the torch
+chapter's export code, the pins of STUDY_PACKAGES, the configuration, the seed, the torch
 and the kernel level) changed. `make generate` then writes the folded cell
 `STUDY = {...}` into the chapter (cells marked `"study": "<chapter>"`),
 from which the chapter draws its tables; the chapter re-runs one seed live
@@ -78,9 +78,22 @@ def environment():
     return torch.__version__, level
 
 
+# The pins that can change a study's numbers: torch-pruning runs the peer's
+# rows, scikit-learn ships the digits (torch itself is keyed by its version).
+# The book's other pins (the grader, the linters, the page builders) cannot,
+# and changing one does not call for a new study.
+STUDY_PACKAGES = ("torch", "torch-pruning", "scikit-learn")
+
+
+def study_pins(pinned=None):
+    """{package: version} of requirements.txt's pins that key the study."""
+    pinned = pins() if pinned is None else pinned
+    return {name: pinned[name] for name in STUDY_PACKAGES if name in pinned}
+
+
 def key(stem, variant, config, seed, torch_version):
     code = "\n\0\n".join(source for _, source in export_cells(f"{stem}.ipynb"))
-    text = json.dumps([code, sorted(pins().items()), variant, config, seed,
+    text = json.dumps([code, sorted(study_pins().items()), variant, config, seed,
                        torch_version, KERNELS, CPU_KERNELS], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

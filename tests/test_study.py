@@ -46,7 +46,7 @@ def test_the_key_follows_the_pins_that_can_change_the_numbers(stem, monkeypatch)
     base = study.key(stem, "main", config, 0, "2.13.0")
     for name, version in (("torch-pruning", "0.0.1"), ("scikit-learn", "0.0.1")):
         assert name in pinned
-        monkeypatch.setattr(study, "pins", lambda: dict(pinned, **{name: version}))
+        monkeypatch.setattr(study, "pins", lambda name=name, version=version: dict(pinned, **{name: version}))
         assert study.key(stem, "main", config, 0, "2.13.0") != base, name
     monkeypatch.setattr(study, "pins", lambda: dict(pinned, nbgrader="0.0.1", ruff="0.0.1"))
     assert study.key(stem, "main", config, 0, "2.13.0") == base

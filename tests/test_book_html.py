@@ -74,3 +74,16 @@ def test_print_repeats_the_light_colours_for_the_dark_theme():
     assert printed.startswith(book)
     assert "@media print{html[data-theme=dark]{--pst-color-text-base:#222}" in printed
     assert light_pages().print_in_light(printed, [theme]) == printed  # once only
+
+
+def test_the_sidebar_toggle_is_named_after_its_page():
+    module = light_pages()
+    html = ('<li class="toctree-l1 current has-children"><a class="current reference internal" '
+            'href="#">Teacher’s <code>guide</code></a><details open="open"><summary>'
+            '<span class="toctree-toggle" role="presentation"><svg aria-hidden="true"></svg>'
+            '</span></summary><ul></ul></details></li>'
+            '<li><a class="reference internal" href="x.html">No pages under it</a></li>')
+    out = module.TOC_TOGGLE.sub(module.named_toggle, html)
+    assert out.count("<summary") == 1
+    assert '<summary aria-label="Pages under: Teacher’s guide">' in out
+    assert out.replace(' aria-label="Pages under: Teacher’s guide"', "") == html

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.test_browser import CHROMIUM, HTML, VIEWS, browser, open_page  # noqa: F401
+from tests.test_browser import CHROMIUM, HTML, VIEWS, browser, open_page, site  # noqa: F401
 from tools.book import ROOT
 from tools.exports import load_exports
 
@@ -40,9 +40,9 @@ def python_reading(text):
 
 
 @pytest.mark.parametrize("view", ["desktop", "phone"])
-def test_every_message_of_the_table_is_answered(browser, view):  # noqa: F811
+def test_every_message_of_the_table_is_answered(browser, site, view):  # noqa: F811
     problems = []
-    context, page = open_page(browser, view, PAGE, problems)
+    context, page = open_page(browser, site, view, PAGE, problems)
     try:
         width = VIEWS[view]["viewport"]["width"]
         for message in MESSAGES:
@@ -105,9 +105,9 @@ LUMINANCE = """selector => {
 
 
 @pytest.mark.parametrize("view", ["desktop", "desktop-dark", "phone", "phone-dark"])
-def test_the_box_and_its_answer_follow_the_colour_scheme(browser, view):  # noqa: F811
+def test_the_box_and_its_answer_follow_the_colour_scheme(browser, site, view):  # noqa: F811
     problems = []
-    context, page = open_page(browser, view, PAGE, problems)
+    context, page = open_page(browser, site, view, PAGE, problems)
     try:
         page.fill("#triage-input", MESSAGES[0]["text"])
         page.click("#triage-read")

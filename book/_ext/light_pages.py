@@ -44,6 +44,10 @@ Run at the end of the HTML build over every page written (idempotent):
    technology: docutils gives each `role="doc-biblioentry"` inside a
    `role="list"`, which ARIA 1.2 deprecates and axe-core reports as a
    critical violation (aria-required-children); they become `listitem`s.
+11. The sidebar's toggle of a page with pages under it (a `<summary>`
+   holding only the chevron, hidden from assistive technology) is named
+   after that page ("Pages under: Teacher's guide ..."): axe-core reports a
+   summary without a name as serious (summary-name).
 """
 import re
 import struct
@@ -94,6 +98,10 @@ INLINE_CODE = re.compile(r'(<code class="docutils literal notranslate">)(.*?)(</
 BREAK_AFTER = re.compile(r'(?<=[./_,])(?=[^<>\s&;])(?![^<]*>)')
 # Light-theme rules (of the stylesheets that have them, in the order pages
 # load them), repeated for the dark theme in print.
+TOC_TOGGLE = re.compile(
+    r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">)((?:(?!</a>).)*)'
+    r'(</a><details[^>]*>)<summary>', re.S)
+TAG = re.compile(r"<[^>]+>")
 LIGHT_RULE = re.compile(r'([^{}]*\[data-theme="?light"?\][^{}]*)\{([^{}]*)\}')
 PRINT_MARK = "/* light_pages: print in light colours */"
 STYLESHEETS_WITH_THEMES = ("_static/styles/pydata-sphinx-theme.css",
@@ -231,6 +239,12 @@ def deferred_script(match):
     return match.group(0)
 
 
+def named_toggle(match):
+    """A toctree toggle's summary, named after the page it opens (11)."""
+    title = TAG.sub("", match[2]).replace('"', "&quot;").strip()
+    return f'{match[1]}{match[2]}{match[3]}<summary aria-label="Pages under: {title}">'
+
+
 def light_page(text, page, outdir, shapes):
     text = FONTAWESOME_TAG.sub("", text)
     text = SCRIPT_PRELOAD.sub("", text)
@@ -242,6 +256,7 @@ def light_page(text, page, outdir, shapes):
     text = HEADING.sub(breakable_heading, text)
     text = INLINE_CODE.sub(breakable_code, text)
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
+    text = TOC_TOGGLE.sub(named_toggle, text)
     text = ICON_ELEMENT.sub(lambda m: icon_svg(m, shapes), text)
     return IMG.sub(lambda m: sized_lazy_image(m, page), text)
 

@@ -22,7 +22,10 @@ Then what TNVP's statistics cost during training, printed as
   `train_steps` in blocks of 64 steps, the tracker attached by its `watch`
   on the GELU of each block's FFN. Each sample holds as many merges of 64
   summaries as any other (64 epochs of chapter 5, one block of chapter 7).
-  The ratio is of the medians of this thread's CPU time per epoch or block.
+  The ratio is the median over samples of each sample's ratio of this
+  thread's CPU time with and without, the two measured in the same stretch
+  of time; the line gives its distribution-free 95% interval
+  (`median_interval`), so "at most 1.05" can be read off the upper end.
 
 PyTorch's CPU kernels are held at the AVX2 level the project uses for
 everything (the variables are set here unless the environment sets them),
@@ -35,6 +38,7 @@ from tools.book import CPU_KERNELS
 for _name, _value in CPU_KERNELS.items():
     os.environ.setdefault(_name, _value)   # read when torch starts
 
+import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -43,11 +47,32 @@ import torch  # noqa: E402
 from tools.exports import load_exports  # noqa: E402
 
 
+def median_interval(values, level=0.95):
+    """(median, low, high): the sample median and a distribution-free
+    interval for the median, the order statistics whose ranks a Binomial(n,
+    1/2) puts outside with probability at most 1 - level (for n >= 6 at
+    level 0.95)."""
+    values = sorted(values)
+    n = len(values)
+    if n < 6:
+        raise ValueError(f"need at least 6 values for a 95% interval, got {n}")
+    tail = (1 - level) / 2
+    # the largest j with P(Binomial(n, 1/2) < j) <= tail: [x_(j), x_(n+1-j)]
+    j, below = 0, 0.0
+    while below + math.comb(n, j) / 2 ** n <= tail:
+        below += math.comb(n, j) / 2 ** n
+        j += 1
+    return statistics.median(values), values[max(j - 1, 0)], values[n - max(j, 1)]
+
+
 def interleaved(run_off, run_on, repeats, group=1):
-    """(ms without, ms with, ratio): `run_off()` and `run_on()` called
-    alternately, one warm-up call each, then `repeats` samples of `group`
-    calls of each; a sample is the mean CPU time of this thread per call
-    over its group, and the times are the medians of the samples."""
+    """(ms without, ms with, ratio, low, high): `run_off()` and `run_on()`
+    called alternately, one warm-up call each, then `repeats` samples of
+    `group` calls of each; a sample is the mean CPU time of this thread per
+    call over its group. The times are the medians of the samples; the
+    ratio is the median of the samples' paired ratios (with / without, both
+    measured in the same stretch of time, so a load that comes and goes
+    moves both), with its 95% interval (median_interval)."""
     def timed(run):
         start = time.thread_time()
         run()
@@ -61,8 +86,9 @@ def interleaved(run_off, run_on, repeats, group=1):
             on_total += timed(run_on)
         off.append(off_total / group)
         on.append(on_total / group)
-    without, with_stats = statistics.median(off), statistics.median(on)
-    return 1e3 * without, 1e3 * with_stats, with_stats / without
+    ratio, low, high = median_interval([b / a for a, b in zip(off, on)])
+    return (1e3 * statistics.median(off), 1e3 * statistics.median(on),
+            ratio, low, high)
 
 
 def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
@@ -114,9 +140,10 @@ def chapter7_loop_overhead(lm, repeats=40, steps=64, tracker_class=None):
     return result
 
 
-def loop_line(label, without_ms, with_ms, ratio):
+def loop_line(label, without_ms, with_ms, ratio, low, high):
     return (f"tnvp-overhead: {label} {without_ms:.2f} ms without, "
-            f"{with_ms:.2f} ms with statistics, ratio {ratio:.2f}")
+            f"{with_ms:.2f} ms with statistics, ratio {ratio:.3f} "
+            f"(95% interval {low:.3f} to {high:.3f})")
 
 
 if __name__ == "__main__":

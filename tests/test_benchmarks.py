@@ -1,0 +1,46 @@
+"""The benchmark's statistics (the timings themselves stay out of the tests)."""
+import math
+import random
+
+import pytest
+
+from benchmarks.tnvp_speed import interleaved, median_interval
+
+
+def test_median_interval_uses_the_binomial_ranks():
+    # n = 15: the 4th and 12th smallest values bound the median at 96.5%
+    values = list(range(1, 16))
+    random.Random(0).shuffle(values)
+    assert median_interval(values) == (8, 4, 12)
+    # n = 6: only the extremes do (1 - 2/64 = 96.9%)
+    assert median_interval([6, 1, 5, 2, 4, 3]) == (3.5, 1, 6)
+
+
+def test_median_interval_covers_the_median_at_least_95_percent_of_the_time():
+    rng = random.Random(1)
+    for n in (6, 15, 40):
+        covered = sum(low <= 0.0 <= high for low, high in (
+            median_interval([rng.gauss(0, 1) for _ in range(n)])[1:]
+            for _ in range(2000)))
+        assert covered / 2000 >= 0.94, (n, covered)
+
+
+def test_median_interval_refuses_too_few_values():
+    with pytest.raises(ValueError, match="at least 6"):
+        median_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+def test_interleaved_pairs_each_sample_in_time():
+    calls = []
+
+    def work(label, size):
+        calls.append(label)
+        sum(range(size))          # CPU time to measure
+
+    result = interleaved(lambda: work("off", 20_000), lambda: work("on", 40_000),
+                         repeats=6, group=2)
+    assert calls == ["off", "on"] * 13     # a warm-up pair, then 6 x 2 pairs
+    without, with_stats, ratio, low, high = result
+    assert low <= ratio <= high
+    assert all(math.isfinite(x) for x in result)
+    assert 1.2 < ratio < 4          # twice the work takes longer, not 100x

@@ -87,3 +87,32 @@ def test_the_sidebar_toggle_is_named_after_its_page():
     assert out.count("<summary") == 1
     assert '<summary aria-label="Pages under: Teacher’s guide">' in out
     assert out.replace(' aria-label="Pages under: Teacher’s guide"', "") == html
+
+
+def test_boxes_that_may_scroll_are_written_focusable_once():
+    module = light_pages()
+    html = ('<div class="cell_output docutils container">'
+            '<div class="output stream highlight-myst-ansi notranslate"><div class="highlight">'
+            '<pre>x</pre></div></div></div>'
+            '<div class="pst-scrollable-table-container"><table></table></div>'
+            '<div class="outputs"></div><pre tabindex="-1">y</pre>')
+    out = module.FOCUSABLE_BOX.sub(r'<\1 tabindex="0"', html)
+    assert out.count('tabindex="0"') == 3
+    assert '<div tabindex="0" class="output stream' in out
+    assert '<div class="outputs">' in out and '<pre tabindex="-1">' in out
+    assert module.FOCUSABLE_BOX.sub(r'<\1 tabindex="0"', out) == out  # once only
+
+
+def test_the_theme_no_longer_measures_every_box_at_load():
+    module = light_pages()
+    script = ('(()=>{function I(){const e=()=>{document.querySelectorAll(["pre"].join(", "))'
+              '.forEach(e=>{' + module.TAB_STOPS_RULE + '})},t=_(e,300);e()}'
+              'e(f),"complete"===document.readyState?I():window.addEventListener("load",I)})();')
+    out = module.tab_stops_when_laid_out(script)
+    assert "addEventListener(\"load\",I)" not in out and module.TAB_STOPS_OFF in out
+    assert out.startswith("(()=>{function I(){") and out.endswith("})();")
+    assert module.tab_stops_when_laid_out(out) == out  # once only
+    # a theme that measures differently stops the build instead of being missed
+    other = script.replace("e.scrollWidth>e.clientWidth", "e.offsetWidth<e.scrollWidth")
+    with pytest.raises(ValueError, match="not where light_pages.py expects it"):
+        module.tab_stops_when_laid_out(other)

@@ -16,17 +16,20 @@ quick fix shows on the first screen, and the site search ranks the intro
 first for the error. Full-page screenshots of every view are saved under
 _build/screenshots/ to look at.
 
-Also, in every view: axe-core finds no serious or critical accessibility
-violation; no name breaks in the middle of a word in a heading, the footer
-or code; text laid out in columns in a cell output keeps its lines whole
-(checked on the phone, where they would wrap), and one that scrolls shows a
-shadow at its edge; a graph that scrolls on a phone says so. On the phone:
-what each page loads stays within its budget (BUDGETS: bytes as sent with
-gzip, and scripts), no page without mathematics loads MathJax, and a tap on
-a link of the contents drawer closes it. In print (desktop views): body text
-of 10 pt or more, code of 8.5 pt or more, the page's whole width, and dark
-text on light paper in the dark theme too. The page has a favicon, and the
-site search's summaries start with the page's own words.
+Also, in every view: while the page loads, no script reads the layout of
+a cell that the browser leaves for later (content-visibility), which would
+make it lay that cell out at once; axe-core finds no serious or critical
+accessibility violation; no name breaks in the middle of a word in a
+heading, the footer or code; text laid out in columns in a cell output
+keeps its lines whole (checked on the phone, where they would wrap), and
+one that scrolls shows a shadow at its edge; a graph that scrolls on a
+phone says so. On the phone: what each page loads stays within its budget
+(BUDGETS: bytes as sent with gzip, and scripts), no page without
+mathematics loads MathJax, and a tap on a link of the contents drawer
+closes it. In print (desktop views): body text of 10 pt or more, code of
+8.5 pt or more, the page's whole width, and dark text on light paper in the
+dark theme too. The page has a favicon, and the site search's summaries
+start with the page's own words.
 """
 import os
 import re
@@ -242,6 +245,52 @@ PRINTED = """() => {
   };
 }"""
 
+# What the page's scripts make the browser lay out while the page loads.
+# book.css leaves the cells far from the screen to be laid out when the
+# reader scrolls near them (content-visibility: auto); a script that reads
+# the size, the position or the computed style of an element in such a cell
+# makes the browser lay that cell out at once (the theme's tab stops did so
+# for every cell: 1.2 s of blocking time on chapter 5 in Lighthouse's phone
+# profile). Installed before the page's own scripts, it records each such
+# read until LAYOUT_READS_SO_FAR is asked, which stops it.
+RECORD_LAYOUT_READS = """(() => {
+  const reads = [];
+  let recording = true;
+  const deferred = el => el instanceof Element && el.isConnected && el.checkVisibility() &&
+    !el.checkVisibility({contentVisibilityAuto: true});
+  const note = (el, name) => {
+    if (!recording || !deferred(el)) return;
+    recording = false;  // the name below reads nothing of the layout
+    const cls = typeof el.className === 'string' && el.className.trim()
+      ? '.' + el.className.trim().split(/\\s+/)[0] : '';
+    reads.push(`${name} of ${el.tagName.toLowerCase()}${cls} in a cell not laid out yet`);
+    recording = true;
+  };
+  const getters = {
+    Element: ['scrollWidth', 'scrollHeight', 'scrollTop', 'scrollLeft', 'clientWidth',
+              'clientHeight', 'clientTop', 'clientLeft'],
+    HTMLElement: ['offsetWidth', 'offsetHeight', 'offsetTop', 'offsetLeft', 'offsetParent',
+                  'innerText'],
+  };
+  for (const [type, names] of Object.entries(getters))
+    for (const name of names) {
+      const property = Object.getOwnPropertyDescriptor(window[type].prototype, name);
+      Object.defineProperty(window[type].prototype, name, {...property,
+        get() { note(this, name); return property.get.call(this); }});
+    }
+  for (const name of ['getBoundingClientRect', 'getClientRects']) {
+    const method = Element.prototype[name];
+    Element.prototype[name] = function () { note(this, name); return method.call(this); };
+  }
+  const computed = window.getComputedStyle;
+  window.getComputedStyle = function (el, ...rest) {
+    note(el, 'getComputedStyle');
+    return computed.call(this, el, ...rest);
+  };
+  window.__layoutReadsSoFar = () => { recording = false; return reads; };
+})()"""
+LAYOUT_READS_SO_FAR = "() => window.__layoutReadsSoFar()"
+
 TITLE_PRINTED = """() => {
   const h1 = document.querySelector('article h1');
   return !!h1 && getComputedStyle(h1).display !== 'none' && h1.getBoundingClientRect().height > 0;
@@ -286,6 +335,7 @@ def open_page(browser, site, view, page_path, problems, loaded=None):
     """Open a page; `loaded` (a list) receives each (url, resource type)
     the page fetched from the site."""
     context = browser.new_context(**VIEWS[view])
+    context.add_init_script(RECORD_LAYOUT_READS)
     page = context.new_page()
     page.on("pageerror", lambda error: problems.append(f"JS error: {error}"))
     page.on("console", lambda message: message.type == "error"
@@ -502,6 +552,10 @@ def test_page(browser, site, page_path, view):
     dark = page.evaluate("() => document.documentElement.dataset.theme")
     assert dark == ("dark" if view.endswith("dark") else "light"), dark
     desktop = view.startswith("desktop")
+    # first, before the checks below read the layout of the whole page
+    reads = page.evaluate(LAYOUT_READS_SO_FAR)
+    problems += [f"while loading, a script reads {read} ({len(reads)} reads)"
+                 for read in sorted(set(reads))[:5]]
     if view == "phone":
         problems += budget_problems(page_path, loaded, site)
     problems += mathjax_problems(page, loaded)

@@ -48,7 +48,21 @@ Run at the end of the HTML build over every page written (idempotent):
    holding only the chevron, hidden from assistive technology) is named
    after that page ("Pages under: Teacher's guide ..."): axe-core reports a
    summary without a name as serious (summary-name).
+12. Boxes that scroll (code, outputs, tables) take the keyboard's focus, so
+   that the arrow keys scroll them, without measuring the whole page at
+   load. pydata-sphinx-theme gives each box `tabindex` 0 if it scrolls, -1
+   if not, at the `load` event: it reads the size of every box of the page,
+   which lays out every cell that `content-visibility` (book.css) leaves
+   for later, one cell at a time: 55 style recalculations and layouts, a
+   single task of 1.2 s in Lighthouse's phone profile on chapter 5 (its
+   whole total blocking time). Here every such box is written focusable
+   (`tabindex="0"`, the theme's value for a box that scrolls), and the
+   theme's measurement is replaced by the same rule applied by a
+   ResizeObserver, when the browser lays a box out (on screen, or near it)
+   and whenever its size changes (a rotated phone), reading sizes the
+   browser has just computed.
 """
+import json
 import re
 import struct
 from pathlib import Path
@@ -89,6 +103,17 @@ ICON_FONT_RULES = re.compile(
 # stylesheets for a slow network before the first paint; they load at the
 # end of the page anyway (defer).
 SCRIPT_PRELOAD = re.compile(r'[ \t]*<link rel="preload" as="script"[^>]*>\n?')
+# The theme's tab stops (12): the boxes it measures, its call of the
+# measurement at `load` (replaced by TAB_STOPS below), and what marks a box.
+THEME_JS = "_static/scripts/pydata-sphinx-theme.js"
+TAB_STOPS_AT_LOAD = re.compile(
+    r'"complete"===document\.readyState\?(\w+)\(\):window\.addEventListener\("load",\1\)')
+TAB_STOPS_RULE = "e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1"
+TAB_STOPS_OFF = 'void 0/* light_pages.py: tab stops set as boxes are laid out */'
+SCROLLING_BOXES = ("pre", ".nboutput > .output_area", ".cell_output > .output",
+                   ".jp-RenderedHTMLCommon", ".pst-scrollable-table-container")
+FOCUSABLE_BOX = re.compile(
+    r'<(pre|div(?= class="(?:output|pst-scrollable-table-container)\b))\b(?![^>]*\btabindex=)')
 IMG = re.compile(r'<img\b([^>]*?)\s*/?>')
 # What a graph (an SVG in a cell output) may be wide on a 390-px phone:
 # book.css shows it at 3/4 of its size, in a column of 390 - 2 x 16 px.
@@ -119,6 +144,18 @@ THEME_BEFORE_FIRST_PAINT = """\
   if (html.dataset.theme === "auto")
     html.dataset.theme = matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
 })();"""
+TAB_STOPS = """\
+(() => {
+  const laidOut = (entry) => entry.borderBoxSize[0].inlineSize > 0 || entry.borderBoxSize[0].blockSize > 0;
+  const observer = new ResizeObserver((entries) => {
+    const boxes = entries.filter(laidOut).map((entry) => entry.target);
+    const scrolls = boxes.map((box) =>
+      box.scrollWidth > box.clientWidth || box.scrollHeight > box.clientHeight);
+    boxes.forEach((box, i) => { box.tabIndex = scrolls[i] ? 0 : -1; });
+  });
+  document.addEventListener("DOMContentLoaded", () => document
+    .querySelectorAll(SELECTOR).forEach((box) => observer.observe(box)));
+})();""".replace("SELECTOR", json.dumps(", ".join(SCROLLING_BOXES)))
 CLOSE_DRAWER_ON_NAVIGATION = """\
 document.addEventListener("click", (event) => {
   const link = event.target.closest && event.target.closest("dialog a[href]");
@@ -258,6 +295,7 @@ def light_page(text, page, outdir, shapes):
     text = text.replace('role="doc-biblioentry"', 'role="listitem"')
     text = TOC_TOGGLE.sub(named_toggle, text)
     text = ICON_ELEMENT.sub(lambda m: icon_svg(m, shapes), text)
+    text = FOCUSABLE_BOX.sub(r'<\1 tabindex="0"', text)
     return IMG.sub(lambda m: sized_lazy_image(m, page), text)
 
 
@@ -295,6 +333,20 @@ def write_font_subsets(outdir):
         subset.save_font(font, str(outdir / target), options)
 
 
+def tab_stops_when_laid_out(script):
+    """The theme's script without its measurement of every box at `load`
+    (12), or an error if the theme no longer has the measurement where
+    this expects it (a new release: look at what it does now)."""
+    if TAB_STOPS_OFF in script:
+        return script
+    call = TAB_STOPS_AT_LOAD.search(script)
+    function = call and re.search(rf"function {call[1]}\(\)\{{(.{{0,400}})", script)
+    if not function or TAB_STOPS_RULE not in function[1]:
+        raise ValueError(f"{THEME_JS}: the theme's measurement of the boxes that "
+                         "scroll at `load` is not where light_pages.py expects it")
+    return script[:call.start()] + TAB_STOPS_OFF + script[call.end():]
+
+
 def lighten_pages(app, exception):
     if exception is not None or app.builder.format != "html":
         return
@@ -309,6 +361,9 @@ def lighten_pages(app, exception):
         if lighter != text:
             page.write_text(lighter)
     write_font_subsets(outdir)
+    theme_js = outdir / THEME_JS
+    if theme_js.is_file():
+        theme_js.write_text(tab_stops_when_laid_out(theme_js.read_text()))
     theme_css = outdir / THEME_CSS[0]
     if theme_css.is_file():
         css = theme_css.read_text()
@@ -405,6 +460,7 @@ def setup(app):
     app.connect("build-finished", lighten_pages, priority=900)
     app.add_js_file(None, body=THEME_BEFORE_FIRST_PAINT, priority=100)
     app.add_js_file(None, body=CLOSE_DRAWER_ON_NAVIGATION)
+    app.add_js_file(None, body=TAB_STOPS)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

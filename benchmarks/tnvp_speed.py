@@ -50,19 +50,20 @@ from tools.exports import load_exports  # noqa: E402
 def median_interval(values, level=0.95):
     """(median, low, high): the sample median and a distribution-free
     interval for the median, the order statistics whose ranks a Binomial(n,
-    1/2) puts outside with probability at most 1 - level (for n >= 6 at
-    level 0.95)."""
+    1/2) puts outside with probability at most 1 - level (at level 0.95 it
+    needs n >= 6)."""
     values = sorted(values)
     n = len(values)
-    if n < 6:
-        raise ValueError(f"need at least 6 values for a 95% interval, got {n}")
     tail = (1 - level) / 2
     # the largest j with P(Binomial(n, 1/2) < j) <= tail: [x_(j), x_(n+1-j)]
     j, below = 0, 0.0
-    while below + math.comb(n, j) / 2 ** n <= tail:
+    while j < n and below + math.comb(n, j) / 2 ** n <= tail:
         below += math.comb(n, j) / 2 ** n
         j += 1
-    return statistics.median(values), values[max(j - 1, 0)], values[n - max(j, 1)]
+    if j == 0:
+        raise ValueError(f"{n} values are too few for a {level:.0%} interval "
+                         "of the median")
+    return statistics.median(values), values[j - 1], values[n - j]
 
 
 def interleaved(run_off, run_on, repeats, group=1):

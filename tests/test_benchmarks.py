@@ -25,9 +25,13 @@ def test_median_interval_covers_the_median_at_least_95_percent_of_the_time():
         assert covered / 2000 >= 0.94, (n, covered)
 
 
-def test_median_interval_refuses_too_few_values():
-    with pytest.raises(ValueError, match="at least 6"):
+def test_median_interval_refuses_too_few_values_for_its_level():
+    with pytest.raises(ValueError, match="5 values are too few for a 95% interval"):
         median_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    # 6 values give 96.9% but not 99%: no interval rather than a narrower one
+    with pytest.raises(ValueError, match="6 values are too few for a 99% interval"):
+        median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], level=0.99)
+    assert median_interval(list(range(1, 9)), level=0.99)[1:] == (1, 8)
 
 
 def test_interleaved_pairs_each_sample_in_time():

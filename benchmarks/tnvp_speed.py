@@ -26,6 +26,11 @@ Then what TNVP's statistics cost during training, printed as
   thread's CPU time with and without, the two measured in the same stretch
   of time; the line gives its distribution-free 95% interval
   (`median_interval`), so "at most 1.05" can be read off the upper end.
+  A third copy, trained in the same rotation, carries `bare_kernel_tracker`:
+  hooks that only call the summary kernel into one fixed row. Its ratio,
+  on the line below each loop's, is the floor for any tracker that
+  summarizes every batch of every watched layer with one kernel call; the
+  distance between the two lines is what the tables, counts and merges add.
 
 PyTorch's CPU kernels are held at the AVX2 level the project uses for
 everything (the variables are set here unless the environment sets them),
@@ -66,84 +71,135 @@ def median_interval(values, level=0.95):
     return statistics.median(values), values[j - 1], values[n - j]
 
 
-def interleaved(run_off, run_on, repeats, group=1):
-    """(ms without, ms with, ratio, low, high): `run_off()` and `run_on()`
-    called alternately, one warm-up call each, then `repeats` samples of
-    `group` calls of each; a sample is the mean CPU time of this thread per
-    call over its group. The times are the medians of the samples; the
-    ratio is the median of the samples' paired ratios (with / without, both
-    measured in the same stretch of time, so a load that comes and goes
-    moves both), with its 95% interval (median_interval)."""
+def interleaved(run_off, runs_on, repeats, group=1):
+    """[(ms without, ms with, ratio, low, high), one per run in `runs_on`]:
+    `run_off()` and each of `runs_on` called in turn, one warm-up call each,
+    then `repeats` samples of `group` rounds; a sample is the mean CPU time
+    of this thread per call over its group. The times are the medians of
+    the samples; a ratio is the median of the samples' paired ratios (with /
+    without, all measured in the same stretch of time, so a load that comes
+    and goes moves them alike), with its 95% interval (median_interval)."""
+    if not runs_on:
+        raise ValueError("runs_on must hold at least one run to compare")
     def timed(run):
         start = time.thread_time()
         run()
         return time.thread_time() - start
-    timed(run_off), timed(run_on)
-    off, on = [], []
+    runs = [run_off, *runs_on]
+    for run in runs:
+        timed(run)
+    samples = [[] for _ in runs]
     for _ in range(repeats):
-        off_total = on_total = 0.0
+        totals = [0.0] * len(runs)
         for _ in range(group):
-            off_total += timed(run_off)
-            on_total += timed(run_on)
-        off.append(off_total / group)
-        on.append(on_total / group)
-    ratio, low, high = median_interval([b / a for a, b in zip(off, on)])
-    return (1e3 * statistics.median(off), 1e3 * statistics.median(on),
-            ratio, low, high)
+            for i, run in enumerate(runs):
+                totals[i] += timed(run)
+        for sample, total in zip(samples, totals):
+            sample.append(total / group)
+    off, results = samples[0], []
+    for on in samples[1:]:
+        ratio, low, high = median_interval([b / a for a, b in zip(off, on)])
+        results.append((1e3 * statistics.median(off), 1e3 * statistics.median(on),
+                        ratio, low, high))
+    return results
+
+
+def bare_kernel_tracker(tracker_class):
+    """A subclass of `tracker_class` whose hooks keep only the summary
+    kernel: each training batch (flattened to [rows, neurons] like the
+    tracker's) has its mean and variance written by
+    `torch.batch_norm_update_stats` into one fixed row per width, and
+    nothing else happens: no tables, counts or merges, so its statistics are
+    not kept. The floor of a tracker that calls the kernel once per batch
+    and watched layer."""
+    class BareKernel(tracker_class):
+        def _hook(self, name):
+            rows, summarize = {}, torch.batch_norm_update_stats
+
+            def hook(module, inputs, output):
+                if not module.training:
+                    return
+                batch = output.detach()
+                if batch.dim() != 2:
+                    batch = batch.reshape(-1, batch.shape[-1])
+                row = rows.get(batch.shape[1])
+                if row is None:
+                    row = rows[batch.shape[1]] = torch.zeros(
+                        2, batch.shape[1], dtype=batch.dtype)
+                summarize(batch, row[0], row[1], 1.0)
+            return hook
+    return BareKernel
 
 
 def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
     """Epochs of chapter 5's `train_epoch` (digits, batch 128, Adam at the
-    chapter's lr 5e-3, seed 0) on two copies of the same MLP, alternating
-    epoch by epoch: one with a tracker (decay 0.9) attached to both ReLUs
-    for the whole run, as in the chapter's training, one without hooks.
-    A sample is 64 epochs of each: 704 batches, 11 merges of 64 summaries,
-    so every sample holds as many merges as any other (single epochs hold
-    one or none, and their median would count one in every epoch)."""
+    chapter's lr 5e-3, seed 0) on three copies of the same MLP, in turn
+    epoch by epoch: one without hooks, one with a tracker (decay 0.9)
+    attached to both ReLUs for the whole run, as in the chapter's training,
+    and one with `bare_kernel_tracker`'s hooks. A sample is 64 epochs of
+    each: 704 batches, 11 merges of 64 summaries, so every sample holds as
+    many merges as any other (single epochs hold one or none, and their
+    median would count one in every epoch). Returns interleaved's two
+    results: the tracker's, then the bare kernel's."""
     data, seed, batch_size = chapter.load_digit_data(), 0, 128
-    plain, watched = chapter.make_mlp(seed), chapter.make_mlp(seed)
-    plain_optimizer = torch.optim.Adam(plain.parameters(), lr=5e-3)
-    watched_optimizer = torch.optim.Adam(watched.parameters(), lr=5e-3)
-    tracker = (tracker_class or chapter.ActivationTracker)(0.9).attach(
-        {pair: watched[act] for pair, (_, _, act) in enumerate(chapter.PAIRS)})
-    epochs = {"off": 0, "on": 0}
-    def epoch(model, optimizer, which):
-        chapter.train_epoch(model, optimizer, data, epochs[which], seed, batch_size)
-        epochs[which] += 1
-    result = interleaved(lambda: epoch(plain, plain_optimizer, "off"),
-                         lambda: epoch(watched, watched_optimizer, "on"),
-                         repeats, group=64)
-    tracker.detach()
-    return result
+    tracker_class = tracker_class or chapter.ActivationTracker
+    runs = {}
+    for which, cls in (("off", None), ("on", tracker_class),
+                       ("bare", bare_kernel_tracker(tracker_class))):
+        model = chapter.make_mlp(seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+        tracker = cls and cls(0.9).attach(
+            {pair: model[act] for pair, (_, _, act) in enumerate(chapter.PAIRS)})
+        runs[which] = [model, optimizer, tracker, 0]
+
+    def epoch(which):
+        run = runs[which]
+        chapter.train_epoch(run[0], run[1], data, run[3], seed, batch_size)
+        run[3] += 1
+    results = interleaved(lambda: epoch("off"), [lambda: epoch("on"),
+                                                 lambda: epoch("bare")],
+                          repeats, group=64)
+    for _, _, tracker, _ in runs.values():
+        if tracker is not None:
+            tracker.detach()
+    return results
 
 
 def chapter7_loop_overhead(lm, repeats=40, steps=64, tracker_class=None):
     """Blocks of `steps` of chapter 7's `train_steps` (its CONFIG, corpus and
-    batches, seed 0) on two copies of the same model, alternating: one with
-    a tracker at the chapter's decay attached by its `watch` for the whole
-    run, one without hooks. 64 steps hold one merge of 64 per block."""
+    batches, seed 0) on three copies of the same model, in turn: one without
+    hooks, one with a tracker at the chapter's decay attached by its `watch`
+    for the whole run, one with `bare_kernel_tracker`'s hooks on the same
+    modules. 64 steps hold one merge of 64 per block. Returns interleaved's
+    two results: the tracker's, then the bare kernel's."""
     config, seed = lm.CONFIG, 0
     data = dict(train=lm.make_corpus(0, 40000), valid=lm.make_corpus(1, 4096))
-    plain, watched = lm.make_lm(seed, config), lm.make_lm(seed, config)
-    plain_optimizer = torch.optim.Adam(plain.parameters(), lr=config["lr"])
-    watched_optimizer = torch.optim.Adam(watched.parameters(), lr=config["lr"])
-    tracker = lm.watch((tracker_class or lm.ActivationTracker)(config["decay"]),
-                       watched)
-    first = {"off": 0, "on": 0}
-    def block(model, optimizer, which):
-        start = first[which]
-        lm.train_steps(model, optimizer, data, seed, range(start, start + steps),
+    tracker_class = tracker_class or lm.ActivationTracker
+    runs = {}
+    for which, cls in (("off", None), ("on", tracker_class),
+                       ("bare", bare_kernel_tracker(tracker_class))):
+        model = lm.make_lm(seed, config)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
+        tracker = cls and lm.watch(cls(config["decay"]), model)
+        runs[which] = [model, optimizer, tracker, 0]
+
+    def block(which):
+        run = runs[which]
+        lm.train_steps(run[0], run[1], data, seed, range(run[3], run[3] + steps),
                        config)
-        first[which] += steps
-    result = interleaved(lambda: block(plain, plain_optimizer, "off"),
-                         lambda: block(watched, watched_optimizer, "on"), repeats)
-    tracker.detach()
-    return result
+        run[3] += steps
+    results = interleaved(lambda: block("off"), [lambda: block("on"),
+                                                 lambda: block("bare")],
+                          repeats)
+    for _, _, tracker, _ in runs.values():
+        if tracker is not None:
+            tracker.detach()
+    return results
 
 
-def loop_line(label, without_ms, with_ms, ratio, low, high):
+def loop_line(label, without_ms, with_ms, ratio, low, high, added="statistics"):
     return (f"tnvp-overhead: {label} {without_ms:.2f} ms without, "
-            f"{with_ms:.2f} ms with statistics, ratio {ratio:.3f} "
+            f"{with_ms:.2f} ms with {added}, ratio {ratio:.3f} "
             f"(95% interval {low:.3f} to {high:.3f})")
 
 
@@ -169,9 +225,12 @@ if __name__ == "__main__":
             model, optimizer, lambda m: lm.lm_loss(m, windows), modules,
             repeats=60)))
 
-    print(loop_line("chapter 5 training loop (train_epoch on the digits, "
-                    "10 batches of 128 and one of 67), epoch",
-                    *chapter5_loop_overhead(chapter)))
-    print(loop_line("chapter 7 training loop (train_steps, blocks of 64 "
-                    f"steps of {batch}x{context} tokens), block",
-                    *chapter7_loop_overhead(lm)))
+    loops = (
+        ("chapter 5 training loop (train_epoch on the digits, 10 batches of "
+         "128 and one of 67), epoch", chapter5_loop_overhead(chapter)),
+        (f"chapter 7 training loop (train_steps, blocks of 64 steps of "
+         f"{batch}x{context} tokens), block", chapter7_loop_overhead(lm)))
+    for label, (tracker_result, bare_result) in loops:
+        print(loop_line(label, *tracker_result))
+        print(loop_line("  the floor: the same loop, its hooks only calling "
+                        "the summary kernel,", *bare_result, added="them"))

@@ -3,8 +3,10 @@ import math
 import random
 
 import pytest
+import torch
 
-from benchmarks.tnvp_speed import interleaved, median_interval
+from benchmarks.tnvp_speed import bare_kernel_tracker, interleaved, median_interval
+from tools.exports import load_exports
 
 
 def test_median_interval_uses_the_binomial_ranks():
@@ -41,10 +43,44 @@ def test_interleaved_pairs_each_sample_in_time():
         calls.append(label)
         sum(range(size))          # CPU time to measure
 
-    result = interleaved(lambda: work("off", 20_000), lambda: work("on", 40_000),
-                         repeats=6, group=2)
-    assert calls == ["off", "on"] * 13     # a warm-up pair, then 6 x 2 pairs
-    without, with_stats, ratio, low, high = result
-    assert low <= ratio <= high
-    assert all(math.isfinite(x) for x in result)
-    assert 1.2 < ratio < 4          # twice the work takes longer, not 100x
+    results = interleaved(lambda: work("off", 20_000),
+                          [lambda: work("on", 40_000), lambda: work("bare", 20_000)],
+                          repeats=6, group=2)
+    # a warm-up round, then 6 samples x 2 rounds, each round in turn
+    assert calls == ["off", "on", "bare"] * 13
+    assert len(results) == 2
+    for result in results:
+        without, with_stats, ratio, low, high = result
+        assert low <= ratio <= high
+        assert all(math.isfinite(x) for x in result)
+    assert 1.2 < results[0][2] < 4      # twice the work takes longer, not 100x
+    assert results[1][2] < results[0][2]
+    assert results[0][0] == results[1][0]   # one baseline for both
+
+
+def test_interleaved_needs_something_to_compare():
+    with pytest.raises(ValueError, match="at least one run"):
+        interleaved(lambda: None, [], repeats=6)
+
+
+@pytest.mark.parametrize("notebook", ["05_variance_pruning.ipynb",
+                                      "07_tnvp_language_model.ipynb"])
+def test_bare_kernel_tracker_only_calls_the_kernel(notebook, monkeypatch):
+    chapter = load_exports(notebook)
+    summarized = []
+    kernel = torch.batch_norm_update_stats
+
+    def counting(batch, mean, variance, momentum):
+        summarized.append(tuple(batch.shape))
+        return kernel(batch, mean, variance, momentum)
+    monkeypatch.setattr(torch, "batch_norm_update_stats", counting)
+    layer = torch.nn.Linear(3, 5)
+    tracker = bare_kernel_tracker(chapter.ActivationTracker)(0.9).attach(
+        {"layer": layer})
+    layer(torch.randn(4, 3))                 # a training batch
+    layer(torch.randn(2, 6, 3))              # [batch, positions, neurons]
+    layer.eval()
+    layer(torch.randn(4, 3))                 # not a training batch
+    tracker.detach()
+    assert summarized == [(4, 5), (12, 5)]
+    assert tracker.stats == {}               # the floor keeps nothing

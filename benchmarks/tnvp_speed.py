@@ -14,9 +14,9 @@ Then what TNVP's statistics cost during training, printed as
 - one training step on a fixed batch, hooks on against off (chapter 5's
   `training_step_overhead`: alternating blocks, median CPU time of this
   thread), on chapter 5's MLP and on chapter 7's transformer language model;
-- each chapter's own training loop, on two copies of the same model
-  trained side by side, one with the chapter's ActivationTracker attached
-  for the whole run and one without hooks, alternating: chapter 5's
+- each chapter's own training loop, on copies of the same model trained
+  side by side, one with the chapter's ActivationTracker attached for the
+  whole run and one without hooks, in turn: chapter 5's
   `train_epoch` over the digits (10 batches of 128 and a last one of 67),
   epoch by epoch, the tracker (decay 0.9) on the two ReLUs; chapter 7's
   `train_steps` in blocks of 64 steps, the tracker attached by its `watch`
@@ -26,7 +26,7 @@ Then what TNVP's statistics cost during training, printed as
   thread's CPU time with and without, the two measured in the same stretch
   of time; the line gives its distribution-free 95% interval
   (`median_interval`), so "at most 1.05" can be read off the upper end.
-  A third copy, trained in the same rotation, carries `bare_kernel_tracker`:
+  A third copy, trained in the same turns, carries `bare_kernel_tracker`:
   hooks that only call the summary kernel into one fixed row. Its ratio,
   on the line below each loop's, is the floor for any tracker that
   summarizes every batch of every watched layer with one kernel call; the

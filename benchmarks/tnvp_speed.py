@@ -19,10 +19,10 @@ Then what TNVP's statistics cost during training, printed as
   whole run and one without hooks, in turn: chapter 5's
   `train_epoch` over the digits (10 batches of 128 and a last one of 67),
   epoch by epoch, the tracker (decay 0.9) on the two ReLUs; chapter 7's
-  `train_steps` in blocks of 256 steps, the tracker attached by its `watch`
+  `train_steps` in blocks of 64 steps, the tracker attached by its `watch`
   on the GELU of each block's FFN. Each sample holds about as many merges
   of 256 summaries as any other (64 epochs of chapter 5: 2 or 3, a
-  difference of about 0.1% of the sample; one block of chapter 7: 1).
+  difference of about 0.1% of the sample; 4 blocks of chapter 7: 1).
   The ratio is the median over samples of each sample's ratio of this
   thread's CPU time with and without, the two measured in the same stretch
   of time; the line gives its distribution-free 95% interval
@@ -167,13 +167,16 @@ def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
     return results
 
 
-def chapter7_loop_overhead(lm, repeats=20, steps=256, tracker_class=None):
+def chapter7_loop_overhead(lm, repeats=20, steps=64, group=4,
+                           tracker_class=None):
     """Blocks of `steps` of chapter 7's `train_steps` (its CONFIG, corpus and
     batches, seed 0) on three copies of the same model, in turn: one without
     hooks, one with a tracker at the chapter's decay attached by its `watch`
     for the whole run, one with `bare_kernel_tracker`'s hooks on the same
-    modules. 256 steps hold one merge of 256 per block. Returns
-    interleaved's two results: the tracker's, then the bare kernel's."""
+    modules. The copies take turns every block; a sample is `group` blocks
+    of each, so with 4 blocks of 64 steps it holds exactly one merge of 256.
+    Returns interleaved's two results: the tracker's, then the bare
+    kernel's."""
     config, seed = lm.CONFIG, 0
     data = dict(train=lm.make_corpus(0, 40000), valid=lm.make_corpus(1, 4096))
     tracker_class = tracker_class or lm.ActivationTracker
@@ -192,7 +195,7 @@ def chapter7_loop_overhead(lm, repeats=20, steps=256, tracker_class=None):
         run[3] += steps
     results = interleaved(lambda: block("off"), [lambda: block("on"),
                                                  lambda: block("bare")],
-                          repeats)
+                          repeats, group)
     for _, _, tracker, _ in runs.values():
         if tracker is not None:
             tracker.detach()
@@ -230,8 +233,8 @@ if __name__ == "__main__":
     loops = (
         ("chapter 5 training loop (train_epoch on the digits, 10 batches of "
          "128 and one of 67), epoch", chapter5_loop_overhead(chapter)),
-        (f"chapter 7 training loop (train_steps, blocks of 256 steps of "
-         f"{batch}x{context} tokens), block", chapter7_loop_overhead(lm)))
+        (f"chapter 7 training loop (train_steps, blocks of 64 steps of "
+         f"{batch}x{context} tokens, 4 per sample), block", chapter7_loop_overhead(lm)))
     for label, (tracker_result, bare_result) in loops:
         print(loop_line(label, *tracker_result))
         print(loop_line("  the floor: the same loop, its hooks only calling "

@@ -167,7 +167,7 @@ def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
     return results
 
 
-def chapter7_loop_overhead(lm, repeats=20, steps=64, group=4,
+def chapter7_loop_overhead(lm, repeats=40, steps=64, group=4,
                            tracker_class=None):
     """Blocks of `steps` of chapter 7's `train_steps` (its CONFIG, corpus and
     batches, seed 0) on three copies of the same model, in turn: one without

@@ -132,74 +132,85 @@ def bare_kernel_tracker(tracker_class):
     return BareKernel
 
 
-def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
-    """Epochs of chapter 5's `train_epoch` (digits, batch 128, Adam at the
-    chapter's lr 5e-3, seed 0) on three copies of the same MLP, in turn
-    epoch by epoch: one without hooks, one with a tracker (decay 0.9)
-    attached to both ReLUs for the whole run, as in the chapter's training,
-    and one with `bare_kernel_tracker`'s hooks. A sample is 64 epochs of
-    each: 704 batches, 2 or 3 merges of 256 summaries per layer, each
-    merge about 0.05% of the sample, so every sample holds nearly as much
-    merging as any other (single epochs hold one merge or none, and their
-    median would count none). Returns interleaved's two results: the
-    tracker's, then the bare kernel's."""
-    data, seed, batch_size = chapter.load_digit_data(), 0, 128
-    tracker_class = tracker_class or chapter.ActivationTracker
+def copies_overhead(make, attach, tracker_class, advance, repeats, group):
+    """interleaved's two results (the tracker's, then the bare kernel's) for
+    three copies from `make()` -> (model, optimizer), taking turns: one
+    without hooks, one with `tracker_class`, one with
+    `bare_kernel_tracker(tracker_class)`, each tracker put on its copy by
+    `attach(tracker_class, model)`. `advance(model, optimizer, position)`
+    trains a copy one turn on and returns its new position."""
     runs = {}
     for which, cls in (("off", None), ("on", tracker_class),
                        ("bare", bare_kernel_tracker(tracker_class))):
-        model = chapter.make_mlp(seed)
-        optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-        tracker = cls and cls(0.9).attach(
-            {pair: model[act] for pair, (_, _, act) in enumerate(chapter.PAIRS)})
-        runs[which] = [model, optimizer, tracker, 0]
+        model, optimizer = make()
+        runs[which] = [model, optimizer, cls and attach(cls, model), 0]
 
-    def epoch(which):
+    def turn(which):
         run = runs[which]
-        chapter.train_epoch(run[0], run[1], data, run[3], seed, batch_size)
-        run[3] += 1
-    results = interleaved(lambda: epoch("off"), [lambda: epoch("on"),
-                                                 lambda: epoch("bare")],
-                          repeats, group=64)
-    for _, _, tracker, _ in runs.values():
-        if tracker is not None:
-            tracker.detach()
-    return results
+        run[3] = advance(run[0], run[1], run[3])
+    try:
+        return interleaved(lambda: turn("off"),
+                           [lambda: turn("on"), lambda: turn("bare")],
+                           repeats, group)
+    finally:
+        for _, _, tracker, _ in runs.values():
+            if tracker is not None:
+                tracker.detach()
+
+
+def chapter5_loop_overhead(chapter, repeats=15, tracker_class=None):
+    """Epochs of chapter 5's `train_epoch` (digits, batch 128, Adam at the
+    chapter's lr 5e-3, seed 0) on three copies of the same MLP, in turn
+    epoch by epoch (copies_overhead): one without hooks, one with a tracker
+    (decay 0.9) attached to both ReLUs for the whole run, as in the
+    chapter's training, and one with `bare_kernel_tracker`'s hooks. A sample
+    is 64 epochs of each: 704 batches, 2 or 3 merges of 256 summaries per
+    layer, each merge about 0.05% of the sample, so every sample holds
+    nearly as much merging as any other (single epochs hold one merge or
+    none, and their median would count none)."""
+    data, seed, batch_size = chapter.load_digit_data(), 0, 128
+
+    def make():
+        model = chapter.make_mlp(seed)
+        return model, torch.optim.Adam(model.parameters(), lr=5e-3)
+
+    def attach(cls, model):
+        return cls(0.9).attach(
+            {pair: model[act] for pair, (_, _, act) in enumerate(chapter.PAIRS)})
+
+    def advance(model, optimizer, epoch):
+        chapter.train_epoch(model, optimizer, data, epoch, seed, batch_size)
+        return epoch + 1
+    return copies_overhead(make, attach,
+                           tracker_class or chapter.ActivationTracker,
+                           advance, repeats, group=64)
 
 
 def chapter7_loop_overhead(lm, repeats=40, steps=64, group=4,
                            tracker_class=None):
     """Blocks of `steps` of chapter 7's `train_steps` (its CONFIG, corpus and
-    batches, seed 0) on three copies of the same model, in turn: one without
-    hooks, one with a tracker at the chapter's decay attached by its `watch`
-    for the whole run, one with `bare_kernel_tracker`'s hooks on the same
-    modules. The copies take turns every block; a sample is `group` blocks
-    of each, so with 4 blocks of 64 steps it holds exactly one merge of 256.
-    Returns interleaved's two results: the tracker's, then the bare
-    kernel's."""
+    batches, seed 0) on three copies of the same model, in turn
+    (copies_overhead): one without hooks, one with a tracker at the
+    chapter's decay attached by its `watch` for the whole run, one with
+    `bare_kernel_tracker`'s hooks on the same modules. The copies take turns
+    every block; a sample is `group` blocks of each, so with 4 blocks of 64
+    steps it holds exactly one merge of 256."""
     config, seed = lm.CONFIG, 0
     data = dict(train=lm.make_corpus(0, 40000), valid=lm.make_corpus(1, 4096))
-    tracker_class = tracker_class or lm.ActivationTracker
-    runs = {}
-    for which, cls in (("off", None), ("on", tracker_class),
-                       ("bare", bare_kernel_tracker(tracker_class))):
-        model = lm.make_lm(seed, config)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
-        tracker = cls and lm.watch(cls(config["decay"]), model)
-        runs[which] = [model, optimizer, tracker, 0]
 
-    def block(which):
-        run = runs[which]
-        lm.train_steps(run[0], run[1], data, seed, range(run[3], run[3] + steps),
+    def make():
+        model = lm.make_lm(seed, config)
+        return model, torch.optim.Adam(model.parameters(), lr=config["lr"])
+
+    def attach(cls, model):
+        return lm.watch(cls(config["decay"]), model)
+
+    def advance(model, optimizer, first):
+        lm.train_steps(model, optimizer, data, seed, range(first, first + steps),
                        config)
-        run[3] += steps
-    results = interleaved(lambda: block("off"), [lambda: block("on"),
-                                                 lambda: block("bare")],
-                          repeats, group)
-    for _, _, tracker, _ in runs.values():
-        if tracker is not None:
-            tracker.detach()
-    return results
+        return first + steps
+    return copies_overhead(make, attach, tracker_class or lm.ActivationTracker,
+                           advance, repeats, group)
 
 
 def loop_line(label, without_ms, with_ms, ratio, low, high, added="statistics"):

@@ -1,71 +1,149 @@
 """What a page loads: only what it shows (phones on slow networks).
 
-Run at the end of the HTML build over every page written (idempotent):
+The pages, the theme's scripts and its stylesheets are rewritten when the
+book is built. Each rewrite below checks that it found what it rewrites and
+that its result is whole, and stops the build otherwise (LightPagesError,
+naming the rewrite, the file and what is missing): a new release of the
+themes (pinned in requirements.txt), of Sphinx or of docutils that writes
+something else fails the build instead of leaving, say, every icon blank.
+Rewrite 7 edits each page's list of scripts in Sphinx's `html-page-context`
+event; the others edit files once Sphinx has written them (`build-finished`:
+what they change is written by the theme's templates or copied from its
+files, and is in no list the event could edit; each says why below).
 
-1. Icons without the theme's 1.4 MB `fontawesome.js`: pydata-sphinx-theme
-   writes its icons as empty `<i class="fa-solid fa-bars">` elements that
-   that script replaces by SVG in the browser. Each is replaced here, when
-   the page is built, by the same SVG (the shapes are read from the theme's
-   own copy of the script, so they follow the pinned theme), and the script
-   tag is dropped. The few icons the theme's CSS draws with the Font
-   Awesome font (the admonitions' symbols, the breadcrumb arrow) come from a
-   subset of that font holding only the characters the CSS names
-   (`fa-solid-subset.woff`, 2 kB; the GitHub mark of shortened GitHub links
-   from the brands font likewise), declared in book.css.
-2. No MathJax: formulas are MathML, written when the book is built (below;
-   `html_math_renderer: mathml` in _config.yml), which browsers draw
-   themselves. (MathJax, 2 MB before compression, also loaded on the
-   landing page, which shows no formula: Sphinx counts a page as having
-   equations when any page of its table of contents has one.)
-3. Images: their size written on the tag (no jump when they arrive) and
-   loaded lazily, when the reader scrolls near them.
-4. Nothing that holds the first paint without need. The theme loads the
-   site search's scripts and index (`searchindex.js`, 90 kB) in every
-   page's head, for its search-as-you-type, which this book keeps off
-   (`search_as_you_type = false`: the search field opens search.html,
-   which loads them itself): they are dropped from the other pages. The
-   extensions' scripts in the head run after the page is parsed (`defer`,
-   in the same order), so that the text shows before they run, and the
-   theme's two scripts are not preloaded. The theme's
-   stylesheet loses the 2,000 `.fa-*:before` rules of the icon font, used
-   by no element once the icons are SVG (a third of the stylesheet).
-5. Print in light colours whatever the reader's theme: the themes' light
-   rules are repeated for the dark theme under `@media print`, at the end
-   of book.css (the last stylesheet, so that they win).
-6. Long names in inline code break after a dot, slash, underscore or comma
-   (`<wbr>`), and headings after a slash, not in the middle of a word.
-7. On a phone, a graph wider than the screen says that it scrolls (class
-   `wide-on-phone`, book.css).
-8. On a phone, a tap on a link in the menu or contents drawer closes the
-   drawer, so that the reader sees where the link leads.
-10. The colour theme is settled in the head, before the first paint (not
-   by the theme's script at the end of the page), so that nothing moves.
-9. The references' entries are items of their list for assistive
-   technology: docutils gives each `role="doc-biblioentry"` inside a
-   `role="list"`, which ARIA 1.2 deprecates and axe-core reports as a
-   critical violation (aria-required-children); they become `listitem`s.
-11. The sidebar's toggle of a page with pages under it (a `<summary>`
-   holding only the chevron, hidden from assistive technology) is named
-   after that page ("Pages under: Teacher's guide ..."): axe-core reports a
-   summary without a name as serious (summary-name).
-12. Boxes that scroll (code, outputs, tables) take the keyboard's focus, so
+In every page that Sphinx writes (a page not written by this build, left
+from an earlier one, is checked to be light already):
+
+1. The Font Awesome script is not loaded (1.4 MB; it turns the icons into
+   SVG in the browser): its tag is dropped. Checked: the page has exactly
+   one tag of the script, and none is left. (The theme's layout template
+   writes the tag itself, in no list of the page's context.)
+2. Its icons are drawn inline, as that script would: pydata-sphinx-theme
+   writes them as empty `<i class="fa-solid fa-bars">` elements, each
+   replaced by the same SVG, with the shapes read from the theme's own copy
+   of the script (so they follow the pinned theme). Checked: the shapes read
+   from the script hold all three packs (solid, regular, brands), each with
+   a non-empty path; the page has icons; and every icon element of the page
+   (every element with an `fa-...` class) is now an `<svg>` with a
+   non-empty path.
+3. The few icons the theme's CSS draws with the Font Awesome font (the
+   admonitions' symbols, the breadcrumb arrow, the GitHub mark of shortened
+   GitHub links) come from subsets of its fonts holding only the characters
+   the CSS names (`fa-solid-subset.woff`, 2 kB; `fa-brands-subset.woff`),
+   declared in book.css. Checked: both stylesheets name such characters,
+   both theme fonts are there, each subset holds some of the characters,
+   and every character has a glyph with a shape in one of them.
+4. The theme's stylesheet loses the 2,000 `.fa-*:before{content:...}`
+   rules of the icon font, used by no element once the icons are SVG (a
+   third of the stylesheet). Checked: rules were found and no such rule is
+   left. (A build that writes no page copies no static file: the files of
+   4, 8 and 15 are then those rewritten before, which each one's mark
+   tells.)
+5. The theme's two scripts are not preloaded: they would compete with the
+   stylesheets for a slow network before the first paint, and load at the
+   end of the page anyway (defer). Checked: the page had preloads of
+   scripts and has none left. (Written by the theme's template, as 1.)
+6. The theme loads the site search's scripts and index (`searchindex.js`,
+   90 kB) in every page's head, for its search-as-you-type, which this book
+   keeps off (the search field opens search.html, which loads them itself):
+   they are dropped from the other pages. Checked: the page says whether
+   search-as-you-type is on; when off, all three tags were found and none
+   is left. (Written by the theme's template, as 1.)
+7. The extensions' scripts in the head run after the page is parsed
+   (`defer`, in the same order), so that the text shows before they run;
+   not on search.html, whose search scripts run in the head. Done on the
+   page's list of scripts (`html-page-context`). Checked: each script of
+   DEFERRED is in the list, and each is deferred.
+8. Boxes that scroll (code, outputs, tables) take the keyboard's focus, so
    that the arrow keys scroll them, without measuring the whole page at
    load. pydata-sphinx-theme gives each box `tabindex` 0 if it scrolls, -1
    if not, at the `load` event: it reads the size of every box of the page,
    which lays out every cell that `content-visibility` (book.css) leaves
    for later, one cell at a time: 55 style recalculations and layouts, a
    single task of 1.2 s in Lighthouse's phone profile on chapter 5 (its
-   whole total blocking time). Here every such box is written focusable
-   (`tabindex="0"`, the theme's value for a box that scrolls), and the
-   theme's measurement is replaced by the same rule applied by a
-   ResizeObserver, when the browser lays a box out (on screen, or near it)
-   and whenever its size changes (a rotated phone), reading sizes the
-   browser has just computed.
+   whole total blocking time). The theme's script loses that measurement
+   (TAB_STOPS below applies the same rule with a ResizeObserver, when the
+   browser lays a box out and whenever its size changes, reading sizes the
+   browser has just computed). Checked: the call at `load` and the rule it
+   applies are found where expected, and exactly that call is replaced.
+9. Every such box is written focusable (`tabindex="0"`, the theme's value
+   for a box that scrolls) until TAB_STOPS settles it. Checked: no `<pre>`,
+   output or table box is left without a `tabindex`.
+10. Headings break after a slash ("owner/repository" is one long word
+   otherwise), not in the middle of a word. Checked: every heading was
+   matched, and no slash of a heading's text is left without `<wbr>`.
+11. Long names in inline code break after a dot, slash, underscore or
+   comma (`<wbr>`). Checked: every `<code>` literal was matched.
+12. Images: their size written on the tag (no jump when they arrive) and
+   loaded lazily, when the reader scrolls near them; a graph wider than a
+   phone's screen says that it scrolls (class `wide-on-phone`, book.css).
+   Checked: every image is lazy, and every image of the book's own files
+   exists and has its size.
+13. The references' entries are items of their list for assistive
+   technology: docutils gives each `role="doc-biblioentry"` inside a
+   `role="list"`, which ARIA 1.2 deprecates and axe-core reports as a
+   critical violation (aria-required-children); they become `listitem`s.
+   Checked: no `doc-biblioentry` is left, and every citation is a listitem.
+14. The sidebar's toggle of a page with pages under it (a `<summary>`
+   holding only the chevron, hidden from assistive technology) is named
+   after that page ("Pages under: Teacher's guide ..."): axe-core reports a
+   summary without a name as serious (summary-name). Checked: every
+   toctree toggle's summary is named.
+15. Print in light colours whatever the reader's theme: the light rules of
+   the themes' stylesheets (and pygments') are repeated for the dark theme
+   under `@media print`, at the end of book.css (the last stylesheet, so
+   that they win). Checked: each of those stylesheets is there and has
+   light rules.
+
+Rewrites 9 to 14 depend on what a page holds; a build that writes every
+page also checks that each of them found something in some page.
+
+Also, not rewrites: no MathJax (formulas are MathML, written when the book
+is built, `html_math_renderer: mathml` in _config.yml; browsers draw it
+themselves); the colour theme is settled in the head, before the first
+paint, not by the theme's script at the end of the page, so that nothing
+moves (THEME_BEFORE_FIRST_PAINT); on a phone, a tap on a link in the menu or
+contents drawer closes the drawer, so that the reader sees where the link
+leads (CLOSE_DRAWER_ON_NAVIGATION).
 """
 import json
 import re
 import struct
+from collections import Counter
 from pathlib import Path
+
+from sphinx.errors import SphinxError
+
+REWRITES = {
+    1: "the Font Awesome script not loaded",
+    2: "icons drawn as inline SVG",
+    3: "icon font subsets",
+    4: "icon font rules dropped from the theme's stylesheet",
+    5: "script preloads dropped",
+    6: "search scripts dropped",
+    7: "head scripts deferred",
+    8: "the theme's tab-stop measurement at load",
+    9: "boxes that scroll made focusable",
+    10: "headings break after a slash",
+    11: "inline code breaks after punctuation",
+    12: "images sized and lazy",
+    13: "references as list items",
+    14: "sidebar toggles named",
+    15: "print in light colours",
+}
+
+
+class LightPagesError(SphinxError, ValueError):
+    """A rewrite found nothing to rewrite, or left its work half done: the
+    theme (or Sphinx, or docutils) writes something else now. Stops the
+    build (a SphinxError raised in an event handler is not turned into a
+    warning)."""
+    category = "light_pages.py: a rewrite does not fit what the theme wrote"
+
+
+def failure(number, file, what):
+    return LightPagesError(f"rewrite {number} ({REWRITES[number]}): {file}: {what}")
+
 
 FONTAWESOME_JS = "_static/scripts/fontawesome.js"
 # The subsets of the icon fonts written (declared in book.css), and the
@@ -76,9 +154,16 @@ FONT_SUBSETS = {
 }
 THEME_CSS = ("_static/styles/pydata-sphinx-theme.css",
              "_static/styles/sphinx-book-theme.css")
+# Written into every page's head by `html-page-context`, removed with the
+# rewrites: a page that holds it was written by this build.
+PAGE_MARK = '\n<meta name="light-pages" content="not lightened yet" />'
 
 ICON_ELEMENT = re.compile(
     r'<(i|span)\s+(class="([^"]*\bfa-[^"]*)"[^>]*?)\s*>\s*</\1>')
+# Any element but an <svg> with a Font Awesome class: an icon not drawn.
+UNDRAWN_ICON = re.compile(
+    r'<(?!svg\b)[a-zA-Z][\w-]*\b[^>]*\bclass="(?:[^"]*\s)?(?:fa|fas|far|fab|fa-[\w-]+)(?:\s[^"]*)?"[^>]*>')
+INLINE_ICON = re.compile(r'<svg\b[^>]*\bsvg-inline--fa\b[^>]*><path fill="currentColor" d="([^"]*)"/></svg>')
 FONTAWESOME_TAG = re.compile(
     r'[ \t]*(?:<!--[^>]*custom icons -->\s*)?'
     r'<script[^>]*scripts/fontawesome\.js[^>]*></script>\n?')
@@ -90,20 +175,22 @@ STYLES = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far"}
 SEARCH_SCRIPTS = re.compile(
     r'[ \t]*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|'
     r'searchindex\.js)"></script>\n?')
+SEARCH_SCRIPT_LEFT = re.compile(r'<script\b[^>]*(?:searchtools|language_data|searchindex)\.js')
 SEARCH_AS_YOU_TYPE_OFF = "DOCUMENTATION_OPTIONS.search_as_you_type = false"
+SEARCH_AS_YOU_TYPE_ON = "DOCUMENTATION_OPTIONS.search_as_you_type = true"
 # Head scripts that nothing before the end of parsing needs (documentation_
 # options.js stays: an inline script right after it sets its pagename).
 DEFERRED = ("doctools.js", "sphinx_highlight.js", "clipboard.min.js",
             "copybutton.js", "sphinx-book-theme.js", "togglebutton.js",
             "design-tabs.js")
-HEAD_SCRIPT = re.compile(r'<script((?:\s+[\w-]+="[^"]*")*)\s+src="([^"]+)"></script>')
 ICON_FONT_RULES = re.compile(
     r'\.fa-[\w-]+:before(?:,\.fa-[\w-]+:before)*\{content:"[^"]*"\}')
-# The theme preloads its two scripts, which then compete with the
-# stylesheets for a slow network before the first paint; they load at the
-# end of the page anyway (defer).
+ICON_FONT_RULE_LEFT = re.compile(r'\.fa-[\w-]+::?before[^{}]*\{\s*content:\s*"')
+ICON_RULES_MARK = "/* light_pages.py: the .fa-*:before rules of the icon font removed */"
+# The theme preloads its two scripts (5).
 SCRIPT_PRELOAD = re.compile(r'[ \t]*<link rel="preload" as="script"[^>]*>\n?')
-# The theme's tab stops (12): the boxes it measures, its call of the
+SCRIPT_PRELOAD_LEFT = re.compile(r'<link\b(?=[^>]*\bpreload\b)(?=[^>]*\bas="?script)[^>]*>')
+# The theme's tab stops (8): the boxes it measures, its call of the
 # measurement at `load` (replaced by TAB_STOPS below), and what marks a box.
 THEME_JS = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS_AT_LOAD = re.compile(
@@ -114,19 +201,31 @@ SCROLLING_BOXES = ("pre", ".nboutput > .output_area", ".cell_output > .output",
                    ".jp-RenderedHTMLCommon", ".pst-scrollable-table-container")
 FOCUSABLE_BOX = re.compile(
     r'<(pre|div(?= class="(?:output|pst-scrollable-table-container)\b))\b(?![^>]*\btabindex=)')
+# A box of (9) left without a tab stop, however its attributes are written.
+UNFOCUSABLE_BOX = re.compile(
+    r'<(?:pre\b|div\b(?=[^>]*\bclass="(?:output|pst-scrollable-table-container)\b))'
+    r'(?![^>]*\btabindex=)[^>]*>')
 IMG = re.compile(r'<img\b([^>]*?)\s*/?>')
+ANY_IMG = re.compile(r'<img\b[^>]*>', re.I)
 # What a graph (an SVG in a cell output) may be wide on a 390-px phone:
 # book.css shows it at 3/4 of its size, in a column of 390 - 2 x 16 px.
 PHONE_COLUMN_PX, PHONE_GRAPH_ZOOM = 358, 0.75
 HEADING = re.compile(r'(<h[1-6]\b[^>]*>)(.*?)(</h[1-6]>)', re.S)
+ANY_HEADING = re.compile(r'<h[1-6]\b', re.I)
+SLASH_TO_BREAK = re.compile(r'/(?=[^<>\s])(?![^<]*>)')
 INLINE_CODE = re.compile(r'(<code class="docutils literal notranslate">)(.*?)(</code>)', re.S)
+ANY_LITERAL = re.compile(r'<code\b[^>]*\bliteral\b', re.I)
 BREAK_AFTER = re.compile(r'(?<=[./_,])(?=[^<>\s&;])(?![^<]*>)')
-# Light-theme rules (of the stylesheets that have them, in the order pages
-# load them), repeated for the dark theme in print.
 TOC_TOGGLE = re.compile(
     r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">)((?:(?!</a>).)*)'
     r'(</a><details[^>]*>)<summary>', re.S)
+TOCTREE_TOGGLE = 'class="toctree-toggle"'
+NAMED_TOGGLE = '<summary aria-label="Pages under: '
+BIBLIOENTRY = 'role="doc-biblioentry"'
+CITATION_NOT_ITEM = re.compile(r'<div\b(?=[^>]*\bclass="citation")(?![^>]*\brole="listitem")[^>]*>')
 TAG = re.compile(r"<[^>]+>")
+# Light-theme rules (of the stylesheets that have them, in the order pages
+# load them), repeated for the dark theme in print.
 LIGHT_RULE = re.compile(r'([^{}]*\[data-theme="?light"?\][^{}]*)\{([^{}]*)\}')
 PRINT_MARK = "/* light_pages: print in light colours */"
 STYLESHEETS_WITH_THEMES = ("_static/styles/pydata-sphinx-theme.css",
@@ -164,8 +263,9 @@ document.addEventListener("click", (event) => {
 });"""
 
 
-def icon_shapes(script):
-    """{(pack, name): (width, height, path)} from fontawesome.js's text."""
+def icon_shapes(script, file=FONTAWESOME_JS):
+    """{(pack, name): (width, height, path)} from fontawesome.js's text (2):
+    every pack there, each shape with a size and a path, or an error."""
     shapes, start = {}, 0
     for end in PACK_END.finditer(script):
         pack = end.group(1)
@@ -176,17 +276,28 @@ def icon_shapes(script):
             shapes.setdefault((pack, name),
                               (int(entry.group(3)), int(entry.group(4)), path))
         start = end.end()
+    packs = Counter(pack for pack, _ in shapes)
+    missing = [pack for pack in ("fas", "far", "fab") if not packs[pack]]
+    if missing:
+        raise failure(2, file, f"no icon shapes read for the pack(s) {', '.join(missing)} "
+                      f"(read: {dict(packs) or 'none'}); the script is not written "
+                      "as ICON_ENTRY and PACK_END expect")
+    empty = [name for name, (width, height, path) in shapes.items()
+             if not path.strip() or width <= 0 or height <= 0]
+    if empty:
+        raise failure(2, file, f"icons read without a shape: {empty[:5]}")
     return shapes
 
 
-def icon_svg(match, shapes):
-    """The inline SVG for one `<i class="fa-...">` element, or it unchanged."""
+def icon_svg(match, shapes, page="a page"):
+    """The inline SVG for one `<i class="fa-...">` element (2), or an error
+    if the theme's script has no shape for it."""
     classes = match.group(3).split()
     pack = next((STYLES[c] for c in classes if c in STYLES), "fas")
     names = [c[3:] for c in classes
              if c.startswith("fa-") and (pack, c[3:]) in shapes]
     if not names:
-        return match.group(0)
+        raise failure(2, page, f"no shape in {FONTAWESOME_JS} for the icon {match.group(0)}")
     width, height, path = shapes[(pack, names[0])]
     attributes = match.group(2).replace(
         f'class="{match.group(3)}"',
@@ -194,6 +305,23 @@ def icon_svg(match, shapes):
     return (f'<svg {attributes} aria-hidden="true" focusable="false" '
             f'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}">'
             f'<path fill="currentColor" d="{path}"/></svg>')
+
+
+def undrawn_icons(text):
+    """The icon elements of a page that are not inline SVG with a shape."""
+    return ([m.group(0) for m in UNDRAWN_ICON.finditer(text)]
+            + [m.group(0)[:80] for m in INLINE_ICON.finditer(text) if not m.group(1).strip()])
+
+
+def inline_icons(text, page, shapes):
+    """Every icon element of the page drawn as inline SVG (2)."""
+    text, count = ICON_ELEMENT.subn(lambda m: icon_svg(m, shapes, page), text)
+    if not count:
+        raise failure(2, page, "no icon element (<i class=\"fa-...\"></i>) found")
+    left = undrawn_icons(text)
+    if left:
+        raise failure(2, page, f"{len(left)} icon(s) not drawn as SVG: {left[:3]}")
+    return text
 
 
 def image_size(file):
@@ -217,14 +345,22 @@ def image_size(file):
 
 
 def sized_lazy_image(match, page):
+    """One image, lazy and with its size (12); an error for an image of the
+    book's own whose file is missing or whose size cannot be read."""
     attributes = match.group(1)
     if "loading=" not in attributes:
         attributes += ' loading="lazy" decoding="async"'
     src = re.search(r'\bsrc="([^"]+)"', attributes)
-    if not src or "://" in src[1]:
+    if not src:
+        raise failure(12, page, f"an image without a src: {match.group(0)}")
+    if "://" in src[1] or src[1].startswith("data:"):
         return f"<img{attributes} />"
     file = (page.parent / src[1].split("?")[0]).resolve()
-    size = image_size(file) if file.is_file() else None
+    if not file.is_file():
+        raise failure(12, page, f"the image {src[1]} is not in the build")
+    size = image_size(file)
+    if size is None and "width=" not in attributes:
+        raise failure(12, page, f"no size read from the image {src[1]} (PNG and SVG are read)")
     if size and "width=" not in attributes:
         attributes += f' width="{size[0]}" height="{size[1]}"'
     if size and file.suffix == ".svg" and "_images/" in src[1] and \
@@ -235,13 +371,40 @@ def sized_lazy_image(match, page):
     return f"<img{attributes} />"
 
 
+def sized_lazy_images(text, page, found):
+    """Every image of the page lazy, with its size (12)."""
+    images = len(ANY_IMG.findall(text))
+    text, count = IMG.subn(lambda m: sized_lazy_image(m, page), text)
+    if count != images:
+        raise failure(12, page, f"{count} of the page's {images} images matched IMG")
+    lazy = [tag for tag in ANY_IMG.findall(text) if "loading=" not in tag]
+    if lazy:
+        raise failure(12, page, f"images left without loading=: {lazy[:3]}")
+    found[12] += count
+    return text
+
+
 def breakable_heading(match):
     """A heading with a line-break opportunity after each slash of its text
     (an "owner/repository" is one long word otherwise)."""
     if "<wbr>" in match.group(2):
         return match.group(0)
-    inner = re.sub(r'/(?=[^<>\s])(?![^<]*>)', "/<wbr>", match.group(2))
+    inner = SLASH_TO_BREAK.sub("/<wbr>", match.group(2))
     return match.group(1) + inner + match.group(3)
+
+
+def breakable_headings(text, page, found):
+    """Every heading of the page breakable after a slash (10)."""
+    headings = len(ANY_HEADING.findall(text))
+    text, count = HEADING.subn(breakable_heading, text)
+    if count != headings:
+        raise failure(10, page, f"{count} of the page's {headings} headings matched HEADING")
+    unbroken = [m.group(0)[:120] for m in HEADING.finditer(text)
+                if SLASH_TO_BREAK.search(m.group(2))]
+    if unbroken:
+        raise failure(10, page, f"headings left with a slash that cannot break: {unbroken[:3]}")
+    found[10] += count
+    return text
 
 
 def breakable_code(match):
@@ -251,9 +414,217 @@ def breakable_code(match):
     return match.group(1) + BREAK_AFTER.sub("<wbr>", match.group(2)) + match.group(3)
 
 
-def print_in_light(css, themes):
+def breakable_inline_code(text, page, found):
+    """Every inline code literal of the page breakable after punctuation (11)."""
+    literals = len(ANY_LITERAL.findall(text))
+    text, count = INLINE_CODE.subn(breakable_code, text)
+    if count != literals:
+        raise failure(11, page, f"{count} of the page's {literals} inline code literals "
+                      "matched INLINE_CODE")
+    found[11] += count
+    return text
+
+
+def references_as_list_items(text, page, found):
+    """The references' entries as items of their list (13)."""
+    count = text.count(BIBLIOENTRY)
+    text = text.replace(BIBLIOENTRY, 'role="listitem"')
+    left = ["doc-biblioentry"] if "doc-biblioentry" in text else []
+    left += CITATION_NOT_ITEM.findall(text)
+    if left:
+        raise failure(13, page, f"entries of the references left out of their list: {left[:3]}")
+    found[13] += count
+    return text
+
+
+def named_toggle(match):
+    """A toctree toggle's summary, named after the page it opens (14)."""
+    title = TAG.sub("", match[2]).replace('"', "&quot;").strip()
+    return f'{match[1]}{match[2]}{match[3]}<summary aria-label="Pages under: {title}">'
+
+
+def named_toggles(text, page, found):
+    """Every sidebar toggle of the page named after its page (14)."""
+    text, count = TOC_TOGGLE.subn(named_toggle, text)
+    toggles, named = text.count(TOCTREE_TOGGLE), text.count(NAMED_TOGGLE)
+    if named != toggles:
+        raise failure(14, page, f"{named} of the page's {toggles} toctree toggles named")
+    found[14] += count
+    return text
+
+
+def focusable_boxes(text, page, found):
+    """Every box that may scroll written focusable (9)."""
+    text, count = FOCUSABLE_BOX.subn(r'<\1 tabindex="0"', text)
+    left = UNFOCUSABLE_BOX.findall(text)
+    if left:
+        raise failure(9, page, f"boxes left without a tabindex: {left[:3]}")
+    found[9] += count
+    return text
+
+
+def drop_fontawesome_script(text, page):
+    """The page without the Font Awesome script's tag (1)."""
+    text, count = FONTAWESOME_TAG.subn("", text)
+    if count != 1:
+        raise failure(1, page, f"{count} tags of {FONTAWESOME_JS} found (one expected)")
+    if "fontawesome.js" in text:
+        raise failure(1, page, "fontawesome.js is still named in the page")
+    return text
+
+
+def drop_script_preloads(text, page):
+    """The page without its preloads of scripts (5)."""
+    text, count = SCRIPT_PRELOAD.subn("", text)
+    if not count:
+        raise failure(5, page, "no preload of a script (<link rel=\"preload\" as=\"script\">) found")
+    left = SCRIPT_PRELOAD_LEFT.findall(text)
+    if left:
+        raise failure(5, page, f"preloads of scripts left: {left}")
+    return text
+
+
+def drop_search_scripts(text, page):
+    """A page other than search.html without the search's scripts, when
+    search-as-you-type is off (6)."""
+    if SEARCH_AS_YOU_TYPE_OFF not in text:
+        if SEARCH_AS_YOU_TYPE_ON in text:
+            return text
+        raise failure(6, page, "the page does not say whether search-as-you-type is on "
+                      f"({SEARCH_AS_YOU_TYPE_OFF!r} or true)")
+    text, count = SEARCH_SCRIPTS.subn("", text)
+    left = SEARCH_SCRIPT_LEFT.findall(text)
+    if count != 3 or left:
+        raise failure(6, page, f"{count} of the 3 search scripts found"
+                      + (f", and left: {left}" if left else ""))
+    return text
+
+
+def light_page(text, page, shapes, found=None):
+    """A page that Sphinx wrote in this build (it holds PAGE_MARK),
+    rewritten (1, 2, 5, 6, 9 to 14); `found` counts what the rewrites that
+    depend on the page's content found. A page without the mark is only
+    checked to be light already (written by an earlier build, or not by
+    Sphinx, such as the redirecting index.html)."""
+    found = Counter() if found is None else found
+    if PAGE_MARK not in text:
+        if "fontawesome.js" in text or undrawn_icons(text):
+            raise failure(1, page, "a page not lightened: it holds no mark of "
+                          "html-page-context (PAGE_MARK), yet still loads fontawesome.js "
+                          "or has icons not drawn")
+        return text
+    text = text.replace(PAGE_MARK, "", 1)
+    text = drop_fontawesome_script(text, page)
+    text = drop_script_preloads(text, page)
+    if page.name != "search.html":
+        text = drop_search_scripts(text, page)
+    text = breakable_headings(text, page, found)
+    text = breakable_inline_code(text, page, found)
+    text = references_as_list_items(text, page, found)
+    text = named_toggles(text, page, found)
+    text = inline_icons(text, page, shapes)
+    text = focusable_boxes(text, page, found)
+    return sized_lazy_images(text, page, found)
+
+
+def deferred_scripts(scripts, page):
+    """The page's list of scripts (Sphinx's `script_files`) with those of
+    DEFERRED deferred (7), edited in place."""
+    def name(js):
+        return str(getattr(js, "filename", None) or "").split("?")[0].rsplit("/", 1)[-1]
+
+    missing = sorted(set(DEFERRED) - {name(js) for js in scripts})
+    if missing:
+        raise failure(7, page, f"not among the page's scripts: {', '.join(missing)}")
+    scripts[:] = [type(js)(js.filename, priority=js.priority,
+                           **{**js.attributes, "defer": "defer"})
+                  if name(js) in DEFERRED else js for js in scripts]
+    eager = [name(js) for js in scripts
+             if name(js) in DEFERRED and js.attributes.get("defer") != "defer"]
+    if eager:
+        raise failure(7, page, f"scripts left without defer: {eager}")
+    return scripts
+
+
+def page_context(app, pagename, templatename, context, doctree):
+    """Per page, before it is written: the mark that it is to be lightened,
+    and its head scripts deferred (7)."""
+    if app.builder.format != "html":
+        return
+    context["metatags"] = (context.get("metatags") or "") + PAGE_MARK
+    if pagename != "search":  # its search scripts run in the head
+        deferred_scripts(context["script_files"], f"{pagename}.html")
+
+
+def css_characters(outdir):
+    """The Font Awesome characters the theme's CSS draws by itself (3): its
+    `--pst-icon-*` variables and the `content` of the book theme's rules
+    (not the `.fa-*:before` rules of every icon, drawn as SVG here)."""
+    characters = set()
+    for name in THEME_CSS:
+        if not (outdir / name).is_file():
+            raise failure(3, outdir / name, "the theme's stylesheet is missing")
+        css = (outdir / name).read_text()
+        if "pydata" in name:
+            css = " ".join(re.findall(r'--pst-icon-[\w-]+:("[^"]*")', css))
+        named = ({int(c, 16) for c in re.findall(r'"\\(f[0-9a-f]{3})"', css)}
+                 | {ord(c) for c in re.findall('"([\ue000-\uf8ff])"', css)})
+        if not named:
+            raise failure(3, outdir / name, "names no Font Awesome character")
+        characters |= named
+    return characters
+
+
+def write_font_subsets(outdir):
+    """The subsets of the theme's icon fonts (3)."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    characters = sorted(css_characters(outdir))
+    drawn = set()
+    for target, source in FONT_SUBSETS.items():
+        if not (outdir / source).is_file():
+            raise failure(3, outdir / source, "the theme's icon font is missing")
+        font = TTFont(outdir / source, recalcTimestamp=False)
+        options = subset.Options()
+        options.flavor = "woff"
+        options.layout_features = []
+        options.name_IDs = []
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=characters)
+        subsetter.subset(font)
+        (outdir / target).parent.mkdir(parents=True, exist_ok=True)
+        subset.save_font(font, str(outdir / target), options)
+        written = TTFont(outdir / target)
+        glyphs = written["glyf"]
+        held = {c for c, glyph in (written.getBestCmap() or {}).items()
+                if c in characters and glyphs[glyph].numberOfContours}
+        if not held:
+            raise failure(3, outdir / target, "holds none of the characters the CSS names")
+        drawn |= held
+    missing = [f"U+{c:04X}" for c in characters if c not in drawn]
+    if missing:
+        raise failure(3, outdir / "_static/fonts", f"no glyph with a shape for {missing}")
+
+
+def without_icon_font_rules(css, file=THEME_CSS[0]):
+    """The theme's stylesheet without its `.fa-*:before` rules (4), marked
+    (a build that writes no page copies no static file: the stylesheet is
+    then the one this rewrote before)."""
+    if ICON_RULES_MARK in css:
+        return css
+    css, count = ICON_FONT_RULES.subn("", css)
+    if not count:
+        raise failure(4, file, "no .fa-*:before{content:...} rule found")
+    left = ICON_FONT_RULE_LEFT.findall(css)
+    if left:
+        raise failure(4, file, f"{len(left)} icon font rules left: {left[:3]}")
+    return css + f"\n{ICON_RULES_MARK}\n"
+
+
+def print_in_light(css, themes, file="_static/book.css"):
     """`css` (the book's own stylesheet, loaded last) followed by the light
-    rules of the stylesheets `themes`, for the dark theme, in print."""
+    rules of the stylesheets `themes`, for the dark theme, in print (15)."""
     if PRINT_MARK in css:
         return css
     rules = []
@@ -264,87 +635,30 @@ def print_in_light(css, themes):
             dark = re.sub(r'\[data-theme="?light"?\]', "[data-theme=dark]",
                           selectors.strip())
             rules.append(f"{dark}{{{declarations}}}")
+    if not rules:
+        raise failure(15, file, "no light rule ([data-theme=light]) found in the themes' stylesheets")
     # the dark theme dims pictures; paper does not need that
     rules.append("html[data-theme=dark] img{filter:none!important}")
     return css + f"\n{PRINT_MARK}\n@media print{{{''.join(rules)}}}\n"
 
 
-def deferred_script(match):
-    attributes, src = match.groups()
-    if src.split("?")[0].rsplit("/", 1)[-1] in DEFERRED:
-        return f'<script defer{attributes} src="{src}"></script>'
-    return match.group(0)
-
-
-def named_toggle(match):
-    """A toctree toggle's summary, named after the page it opens (11)."""
-    title = TAG.sub("", match[2]).replace('"', "&quot;").strip()
-    return f'{match[1]}{match[2]}{match[3]}<summary aria-label="Pages under: {title}">'
-
-
-def light_page(text, page, outdir, shapes):
-    text = FONTAWESOME_TAG.sub("", text)
-    text = SCRIPT_PRELOAD.sub("", text)
-    if SEARCH_AS_YOU_TYPE_OFF in text and page.name != "search.html":
-        text = SEARCH_SCRIPTS.sub("", text)
-    if page.name != "search.html":  # its search scripts run in the head
-        head, separator, body = text.partition("</head>")
-        text = HEAD_SCRIPT.sub(deferred_script, head) + separator + body
-    text = HEADING.sub(breakable_heading, text)
-    text = INLINE_CODE.sub(breakable_code, text)
-    text = text.replace('role="doc-biblioentry"', 'role="listitem"')
-    text = TOC_TOGGLE.sub(named_toggle, text)
-    text = ICON_ELEMENT.sub(lambda m: icon_svg(m, shapes), text)
-    text = FOCUSABLE_BOX.sub(r'<\1 tabindex="0"', text)
-    return IMG.sub(lambda m: sized_lazy_image(m, page), text)
-
-
-def css_characters(outdir):
-    """The Font Awesome characters the theme's CSS draws by itself: its
-    `--pst-icon-*` variables and the `content` of the book theme's rules
-    (not the `.fa-*:before` rules of every icon, drawn as SVG here)."""
-    characters = set()
-    for name in THEME_CSS:
-        css = (outdir / name).read_text() if (outdir / name).is_file() else ""
-        if "pydata" in name:
-            css = " ".join(re.findall(r'--pst-icon-[\w-]+:("[^"]*")', css))
-        characters |= {int(c, 16) for c in re.findall(r'"\\(f[0-9a-f]{3})"', css)}
-        characters |= {ord(c) for c in re.findall('"([\ue000-\uf8ff])"', css)}
-    return characters
-
-
-def write_font_subsets(outdir):
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    characters = sorted(css_characters(outdir))
-    for target, source in FONT_SUBSETS.items():
-        if not (outdir / source).is_file():
-            continue
-        font = TTFont(outdir / source)
-        options = subset.Options()
-        options.flavor = "woff"
-        options.layout_features = []
-        options.name_IDs = []
-        subsetter = subset.Subsetter(options)
-        subsetter.populate(unicodes=characters)
-        subsetter.subset(font)
-        (outdir / target).parent.mkdir(parents=True, exist_ok=True)
-        subset.save_font(font, str(outdir / target), options)
-
-
-def tab_stops_when_laid_out(script):
+def tab_stops_when_laid_out(script, file=THEME_JS):
     """The theme's script without its measurement of every box at `load`
-    (12), or an error if the theme no longer has the measurement where
+    (8), or an error if the theme no longer has the measurement where
     this expects it (a new release: look at what it does now)."""
     if TAB_STOPS_OFF in script:
         return script
-    call = TAB_STOPS_AT_LOAD.search(script)
+    calls = list(TAB_STOPS_AT_LOAD.finditer(script))
+    call = calls[0] if len(calls) == 1 else None
     function = call and re.search(rf"function {call[1]}\(\)\{{(.{{0,400}})", script)
     if not function or TAB_STOPS_RULE not in function[1]:
-        raise ValueError(f"{THEME_JS}: the theme's measurement of the boxes that "
-                         "scroll at `load` is not where light_pages.py expects it")
-    return script[:call.start()] + TAB_STOPS_OFF + script[call.end():]
+        raise failure(8, file, "the theme's measurement of the boxes that "
+                      "scroll at `load` is not where light_pages.py expects it "
+                      f"({len(calls)} calls at load found, one expected)")
+    script = script[:call.start()] + TAB_STOPS_OFF + script[call.end():]
+    if TAB_STOPS_AT_LOAD.search(script) or script.count(TAB_STOPS_OFF) != 1:
+        raise failure(8, file, "the measurement at load was not replaced exactly once")
+    return script
 
 
 def lighten_pages(app, exception):
@@ -352,27 +666,47 @@ def lighten_pages(app, exception):
         return
     outdir = Path(app.outdir)
     script = outdir / FONTAWESOME_JS
-    shapes = icon_shapes(script.read_text()) if script.is_file() else {}
+    if not script.is_file():
+        raise failure(2, script, "the theme's Font Awesome script is missing")
+    shapes = icon_shapes(script.read_text(), script)
+    found, fresh = Counter(), 0
     for page in outdir.rglob("*.html"):
         if "_static" in page.relative_to(outdir).parts:
             continue
         text = page.read_text()
-        lighter = light_page(text, page, outdir, shapes)
+        fresh += PAGE_MARK in text
+        lighter = light_page(text, page, shapes, found)
         if lighter != text:
             page.write_text(lighter)
+    if fresh >= len(app.env.all_docs):  # every page written by this build
+        for number in (9, 10, 11, 12, 13, 14):
+            if not found[number]:
+                raise failure(number, outdir, "found nothing to rewrite in any page")
     write_font_subsets(outdir)
     theme_js = outdir / THEME_JS
-    if theme_js.is_file():
-        theme_js.write_text(tab_stops_when_laid_out(theme_js.read_text()))
+    if not theme_js.is_file():
+        raise failure(8, theme_js, "the theme's script is missing")
+    theme_js.write_text(tab_stops_when_laid_out(theme_js.read_text(), theme_js))
     theme_css = outdir / THEME_CSS[0]
-    if theme_css.is_file():
-        css = theme_css.read_text()
-        theme_css.write_text(ICON_FONT_RULES.sub("", css))
+    if not theme_css.is_file():
+        raise failure(4, theme_css, "the theme's stylesheet is missing")
+    theme_css.write_text(without_icon_font_rules(theme_css.read_text(), theme_css))
+    print_stylesheets(outdir)
+
+
+def print_stylesheets(outdir):
+    """book.css with the light rules of STYLESHEETS_WITH_THEMES for print (15)."""
     book_css = outdir / "_static" / "book.css"
-    if book_css.is_file():
-        themes = [(outdir / name).read_text() for name in STYLESHEETS_WITH_THEMES
-                  if (outdir / name).is_file()]
-        book_css.write_text(print_in_light(book_css.read_text(), themes))
+    if not book_css.is_file():
+        raise failure(15, book_css, "the book's stylesheet is missing")
+    themes = []
+    for name in STYLESHEETS_WITH_THEMES:
+        if not (outdir / name).is_file():
+            raise failure(15, outdir / name, "the stylesheet is missing")
+        themes.append((outdir / name).read_text())
+        if not LIGHT_RULE.search(themes[-1]):
+            raise failure(15, outdir / name, "has no light rule ([data-theme=light])")
+    book_css.write_text(print_in_light(book_css.read_text(), themes, book_css))
 
 
 # Mathematics as MathML, written when the book is built: browsers draw it
@@ -456,7 +790,14 @@ def visit_displaymath(self, node):
 def setup(app):
     app.add_html_math_renderer("mathml", (visit_math, None),
                                (visit_displaymath, None))
-    # after the theme's own (pydata-sphinx-theme writes pygments.css then)
+    # after the other extensions' handlers (drop_duplicate_scripts of
+    # book_html.py first): the page's final list of scripts
+    app.connect("html-page-context", page_context, priority=900)
+    # Rewrites 1 to 6 and 8 to 15 edit what Sphinx wrote: the tags of 1, 5
+    # and 6 are written by the theme's layout template itself (in no list
+    # of the page's context), 2 and 9 to 14 rewrite the body's HTML, and
+    # 3, 4, 8 and 15 files of the theme's static folder, copied at the end.
+    # After the theme's own (pydata-sphinx-theme writes pygments.css then).
     app.connect("build-finished", lighten_pages, priority=900)
     app.add_js_file(None, body=THEME_BEFORE_FIRST_PAINT, priority=100)
     app.add_js_file(None, body=CLOSE_DRAWER_ON_NAVIGATION)

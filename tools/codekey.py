@@ -27,7 +27,7 @@ def _python(source):
         stripped = line.lstrip()
         if stripped.startswith(("%", "!")):
             indent = line[:len(line) - len(stripped)]
-            line = f"{indent}{MAGIC_CALL}({stripped!r})"
+            line = f"{indent}{MAGIC_CALL}({stripped.rstrip()!r})"
         lines.append(line)
     return "\n".join(lines)
 

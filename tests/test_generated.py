@@ -362,3 +362,17 @@ def test_each_source_cell_names_the_chapters_that_copy_it(chapters):
         "# @title T\n# Copied into chapters 5 and 7 by `make generate`: edit it here, "
         "not in the copies.\nx = 1")
     assert copies.with_copied_into(copies.with_copied_into("x = 1", [5]), []) == "x = 1"
+
+
+@pytest.mark.parametrize("marker, origin", [
+    ("setup", "tools/copies.py (SETUP) and the pins of requirements.txt"),
+    ("study", "book/_generated/study/05_variance_pruning.json (`make study`)"),
+])
+def test_a_setup_or_study_cell_edited_names_where_to_edit(chapters, marker, origin):
+    edited_chapters = copy.deepcopy(chapters)
+    cell = next(c for c in edited_chapters[CH5].cells if marker in c.metadata)
+    cell.source += "\nprint('edited')"
+    kind, lines = report(edited_chapters, CH5, cell.get("id"))
+    assert kind == "rewritten"
+    assert f"written by `make generate` from {origin}: if you edited it" in lines[0]
+    assert lines[-1] == "-print('edited')"

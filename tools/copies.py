@@ -251,10 +251,16 @@ def with_generated_cells(notebooks):
 
 # What `make generate --check` says of a cell that differs ------------------
 
+DIFF_LINES = 80   # a longer diff (a stored study's data) is cut, saying so
+
+
 def _diff(old, new, name):
-    return list(difflib.unified_diff(
+    lines = list(difflib.unified_diff(
         old.splitlines(), new.splitlines(), lineterm="",
         fromfile=f"{name} (in the notebook)", tofile=f"{name} (as `make generate` writes it)"))
+    if len(lines) > DIFF_LINES:
+        lines = lines[:DIFF_LINES] + [f"... ({len(lines) - DIFF_LINES} more lines of diff)"]
+    return lines
 
 
 def edited_sources(cell, text, notebooks):
@@ -284,8 +290,9 @@ def cell_report(path, index, disk, wanted, notebooks):
     """What to say of cell `index` of chapter `path` whose text or metadata
     on disk (`disk`) differs from what `make generate` writes (`wanted`):
     (kind, lines). kind is "stale" (`make generate` fixes it, losing
-    nothing), "edited" (a hand edit that `make generate` would throw away)
-    or "unknown"."""
+    nothing), "edited" (a copy edited by hand: `make generate` would throw
+    the edit away), "unknown" (a copy without copy_hash: stale or edited)
+    or "rewritten" (a setup cell, a stored study: rewritten from its source)."""
     name = cell_name(path, wanted, index)
     if disk.source == wanted.source:
         changed = sorted(key for key in set(disk.metadata) | set(wanted.metadata)
@@ -322,7 +329,7 @@ def cell_report(path, index, disk, wanted, notebooks):
                          "(tools/links.py): run `make generate`"] + diff
     else:
         origin = "its source"
-    return "unknown", [f"{name}: written by `make generate` from {origin}: if you edited "
+    return "rewritten", [f"{name}: written by `make generate` from {origin}: if you edited "
                        "it, make the change there; `make generate` rewrites this cell "
                        "(an edit made here is lost)"] + diff
 
@@ -331,7 +338,7 @@ def chapter_report(path, disk, wanted, notebooks):
     """[(kind, lines)] for each cell of chapter `path` that `make generate`
     would change."""
     if len(disk.cells) != len(wanted.cells):
-        return [("unknown", [f"{Path(path).name}: cells differ in number"])]
+        return [("rewritten", [f"{Path(path).name}: cells differ in number"])]
     found = []
     for index, (old, new) in enumerate(zip(disk.cells, wanted.cells)):
         if old != new:

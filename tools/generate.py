@@ -121,7 +121,7 @@ def main(argv):
         return 1 if stale or stray or names else 0
     for path in stale:
         for kind, lines in cells.get(path, []):
-            if kind != "stale":
+            if kind in ("edited", "unknown"):            # a copy's hand edit
                 print("rewriting a cell that may hold a hand edit; it is lost, but for "
                       "this diff:\n" + indented(lines))
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,12 @@
 """What `make generate` writes is up to date, and nothing is written twice
 by hand: helper copies, setup cells, the student edition, the tables."""
-import ast
+import contextlib
 import copy
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
 
+import nbformat
 import pytest
 
 from tools import copies, study
@@ -56,30 +56,114 @@ def test_a_source_edited_without_generating_leaves_its_copies_stale(chapters):
         assert render(regenerated[path]) != render(edited[path]), path.name
 
 
-def test_generate_check_fails_on_a_hand_edited_copy(tmp_path):
-    """The command itself, on a scratch copy of the repository's files."""
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """A scratch copy of the repository's files, up to date: each test edits
+    a chapter there, runs `tools.generate --check` and puts the file back."""
+    root = tmp_path_factory.mktemp("repository")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split("\0")
     for name in filter(None, tracked):
         if (ROOT / name).is_file():          # (a file deleted but not yet committed)
-            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(ROOT / name, tmp_path / name)
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, root / name)
+    done = generate_check(root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root
 
-    def check():
-        return subprocess.run([sys.executable, "-m", "tools.generate", "--check"],
-                              cwd=tmp_path, capture_output=True, text=True)
 
-    assert check().returncode == 0, check().stdout
-    chapter = tmp_path / "book" / CH7.name
+def generate_check(root):
+    return subprocess.run([sys.executable, "-m", "tools.generate", "--check"],
+                          cwd=root, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def edited(path, change):
+    """The notebook at `path` changed by `change(notebook)` while in the block."""
+    text = path.read_text()
+    notebook = nbformat.reads(text, as_version=4)
+    change(notebook)
+    path.write_text(render(notebook))
+    try:
+        yield
+    finally:
+        path.write_text(text)
+
+
+def cell_by_id(notebook, cell_id):
+    return next(c for c in notebook.cells if c.get("id") == cell_id)
+
+
+def test_generate_check_fails_on_a_hand_edited_copy(scratch):
+    """The command itself names the cell, shows the diff and says where the
+    edit belongs."""
+    chapter = scratch / "book" / CH7.name
     text = chapter.read_text()
-    edited = text.replace("only groups=1", "only groups=1 or more", 1)
-    if edited == text:
-        edited = text.replace("LBFGS keeps", "LBFGS holds", 1)
-    assert edited != text
-    chapter.write_text(edited)
-    done = check()
+    edited_text = text.replace("LBFGS keeps", "LBFGS holds", 1)
+    assert edited_text != text
+    chapter.write_text(edited_text)
+    try:
+        done = generate_check(scratch)
+    finally:
+        chapter.write_text(text)
     assert done.returncode == 1
     assert f"out of date: book/{CH7.name}" in done.stdout
+    assert (f"{CH7.name}#copy-prune-linear-pair: copy edited by hand: move your edit into "
+            "the source cell 04_every_way_out.ipynb#pair-surgery-checks, then run "
+            "`make generate`") in done.stdout
+    assert "an edit left here is lost" in done.stdout
+    diff = [line.strip() for line in done.stdout.splitlines()]
+    assert any(line.startswith("-") and "LBFGS holds" in line for line in diff)
+    assert any(line.startswith("+") and "LBFGS keeps" in line for line in diff)
+
+
+def test_generate_check_tells_a_stale_copy_from_a_hand_edit(scratch):
+    """A source edited without `make generate`: its copies are stale (their
+    text is what `make generate` wrote), and `make generate` loses nothing."""
+    def change(notebook):
+        cell = cell_by_id(notebook, "prune-linear-pair")
+        assert "in place and atomically" in cell.source
+        cell.source = cell.source.replace("in place and atomically", "in place, atomically", 1)
+
+    with edited(scratch / "book" / CH4.name, change):
+        done = generate_check(scratch)
+    assert done.returncode == 1
+    for path in (CH5, CH7):
+        assert (f"{path.name}#copy-prune-linear-pair: stale copy (its source changed since "
+                "`make generate` wrote it): run `make generate`") in done.stdout
+    assert "edited by hand" not in done.stdout
+
+
+def test_generate_check_fails_on_a_generated_cell_without_its_source(scratch):
+    """A copy whose copy_of was removed, its `generated` tag kept, then edited:
+    nothing would compare it with its source again."""
+    def change(notebook):
+        cell = cell_by_id(notebook, "copy-prune-linear-pair")
+        del cell.metadata["copy_of"]
+        cell.source = cell.source.replace("LBFGS keeps", "LBFGS holds", 1)
+
+    with edited(scratch / "book" / CH7.name, change):
+        done = generate_check(scratch)
+    assert done.returncode == 1, done.stdout
+    assert (f"{CH7.name}#copy-prune-linear-pair is tagged `generated` but names no "
+            "source") in done.stdout
+
+
+def test_generate_check_fails_on_a_copied_name_assigned_otherwise(scratch):
+    """Chapter 7 copies MERGE_EVERY = 256 from chapter 5; a hand cell of
+    chapter 7 that sets it to 64 gives the name a second meaning."""
+    def change(notebook):
+        cell = next(c for c in notebook.cells if c.cell_type == "code"
+                    and "copy_of" not in c.metadata and "setup" not in c.metadata
+                    and "study" not in c.metadata)
+        cell.source += "\nMERGE_EVERY = 64"
+
+    with edited(scratch / "book" / CH7.name, change):
+        done = generate_check(scratch)
+    assert done.returncode == 1, done.stdout
+    assert "one name, two meanings: `MERGE_EVERY`" in done.stdout
+    assert "(by hand): MERGE_EVERY = 64" in done.stdout
+    assert "(copy): MERGE_EVERY = 256" in done.stdout
 
 
 @pytest.mark.parametrize("reference, error, message", [
@@ -101,56 +185,58 @@ def test_every_setup_cell_installs_only_known_packages_pinned():
         copies.setup_source(["numpy"])
 
 
-def top_level_definitions(chapters):
-    """{name: {(chapter, source of the definition, generated?)}} for every
-    function and class defined at a cell's top level."""
-    found = defaultdict(set)
-    for path, notebook in chapters.items():
-        for cell in notebook.cells:
-            if cell.cell_type != "code":
-                continue
-            python = "\n".join(line for line in cell.source.splitlines()
-                               if not line.lstrip().startswith(("%", "!")))
-            for node in ast.parse(python).body:
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                    found[node.name].add((path.name, ast.unparse(node),
-                                          "generated" in tags(cell)))
-    return found
-
-
 def names_written_twice(chapters):
-    """Names that two chapters define by hand, or define differently (but
-    for the names a study asks each chapter to define for itself)."""
-    problems = []
-    for name, places in sorted(top_level_definitions(chapters).items()):
-        if name in study.PROTOCOL:
-            continue
-        by_hand = {chapter for chapter, _, generated in places if not generated}
-        sources = {source for _, source, _ in places}
-        chapters_defining = {chapter for chapter, _, _ in places}
-        if len(chapters_defining) > 1 and (len(sources) > 1 or len(by_hand) > 1):
-            problems.append(name)
-    return problems
+    """Names that two chapters define or assign against the rule of
+    tools.copies.names_defined_twice, in the chapters as generated."""
+    generated = copies.with_generated_cells(chapters)
+    return sorted(copies.names_defined_twice(generated, own=study.PROTOCOL))
 
 
 def test_one_name_one_meaning_across_chapters(chapters):
     """A function or class defined in two chapters is one definition, written
-    by hand once and copied by `make generate` elsewhere."""
+    by hand once and copied by `make generate` elsewhere; so is a name a
+    copy assigns."""
     assert names_written_twice(chapters) == []
+
+
+def first_hand_cell(notebook, containing=""):
+    return next(c for c in notebook.cells
+                if c.cell_type == "code" and "generated" not in tags(c)
+                and "setup" not in c.metadata and containing in c.source)
 
 
 def test_the_name_check_finds_a_planted_redefinition(chapters):
     planted = copy.deepcopy(chapters)
-    cell = next(c for c in planted[CH7].cells
-                if c.cell_type == "code" and "generated" not in tags(c)
-                and "def " in c.source)
-    cell.source += "\n\ndef graph_nodes(outputs):\n    return []\n"
+    first_hand_cell(planted[CH7], "def ").source += (
+        "\n\ndef graph_nodes(outputs):\n    return []\n")
     assert names_written_twice(planted) == ["graph_nodes"]
     by_hand = copy.deepcopy(chapters)
     copy_of_outcome = next(c for c in by_hand[BOOK / "03_what_holds_the_old_shape.ipynb"].cells
                            if "generated" in tags(c) and "def outcome" in c.source)
-    copy_of_outcome.metadata["tags"] = ["export"]       # the same code, typed by hand
+    del copy_of_outcome.metadata["copy_of"]             # the same code, typed by hand
+    copy_of_outcome.metadata["tags"] = ["export"]
     assert names_written_twice(by_hand) == ["outcome"]
+
+
+def test_the_name_check_covers_assignments(chapters):
+    """A copied constant set otherwise by hand, in the copying chapter or
+    any other, fails; so does a copied function's name assigned by hand. A
+    constant that only hand cells assign is each chapter's own."""
+    assert "MERGE_EVERY = 256" in copy_cell(chapters[CH7], "05_variance_pruning.ipynb"
+                                            "#activation-tracker").source
+    for chapter, line, name in [(CH7, "MERGE_EVERY = 64", "MERGE_EVERY"),
+                                (CH4, "MERGE_EVERY = 64", "MERGE_EVERY"),
+                                (CH5, "prune_linear_pair = print", "prune_linear_pair")]:
+        planted = copy.deepcopy(chapters)
+        first_hand_cell(planted[chapter]).source += "\n" + line
+        assert names_written_twice(planted) == [name], line
+    own = copy.deepcopy(chapters)
+    first_hand_cell(own[CH4]).source += "\nA_CHAPTERS_OWN = 1"
+    first_hand_cell(own[CH7]).source += "\nA_CHAPTERS_OWN = 2"
+    assert names_written_twice(own) == []
+    same = copy.deepcopy(chapters)                 # typed again, even identically
+    first_hand_cell(same[CH7]).source += "\nMERGE_EVERY = 256"
+    assert names_written_twice(same) == ["MERGE_EVERY"]
 
 
 def test_no_helper_cell_is_written_twice_by_hand(chapters):
@@ -169,3 +255,124 @@ def test_no_helper_cell_is_written_twice_by_hand(chapters):
 
 def test_every_chapter_of_the_toc_is_generated():
     assert set(read_chapters()) == set(toc_notebooks())
+
+
+def test_make_generate_shows_the_hand_edit_it_rewrites(scratch):
+    """`make generate` still rewrites a hand-edited copy, but not silently:
+    the edit is printed, so it can be moved into its source."""
+    chapter = scratch / "book" / CH7.name
+    text = chapter.read_text()
+    chapter.write_text(text.replace("LBFGS keeps", "LBFGS holds", 1))
+    done = subprocess.run([sys.executable, "-m", "tools.generate"], cwd=scratch,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert chapter.read_text() == text
+    assert "rewriting a cell that may hold a hand edit; it is lost, but for this diff" \
+        in done.stdout
+    assert any(line.strip().startswith("-") and "LBFGS holds" in line
+               for line in done.stdout.splitlines())
+
+
+def report(chapters, path, cell_id):
+    """cell_report of one cell of the chapters as they are (`chapters`)."""
+    wanted = copies.with_generated_cells(chapters)[path]
+    index = next(i for i, c in enumerate(wanted.cells) if c.get("id") == cell_id)
+    return copies.cell_report(path, index, chapters[path].cells[index],
+                              wanted.cells[index], chapters)
+
+
+def test_a_hand_edit_is_traced_to_the_source_cell_it_belongs_to(chapters):
+    """Chapter 7's copy joins two cells of chapter 4: an edit in the part of
+    one names that one."""
+    for part, old, new in [("prune-linear-pair", "in place and atomically", "in place"),
+                           ("pair-surgery-checks", "LBFGS keeps", "LBFGS holds")]:
+        edited_chapters = copy.deepcopy(chapters)
+        cell = cell_by_id(edited_chapters[CH7], "copy-prune-linear-pair")
+        assert old in cell.source
+        cell.source = cell.source.replace(old, new, 1)
+        kind, lines = report(edited_chapters, CH7, "copy-prune-linear-pair")
+        assert kind == "edited"
+        assert f"move your edit into the source cell 04_every_way_out.ipynb#{part}," in lines[0]
+        assert lines[1] == f"--- {CH7.name}#copy-prune-linear-pair (in the notebook)"
+
+
+def test_a_copy_without_its_hash_is_not_called_stale(chapters):
+    """Without copy_hash nothing tells a stale copy from a hand edit: the
+    report says so rather than advise `make generate` alone."""
+    edited_chapters = copy.deepcopy(chapters)
+    cell = cell_by_id(edited_chapters[CH7], "copy-prune-linear-pair")
+    del cell.metadata["copy_hash"]
+    cell.source = cell.source.replace("LBFGS keeps", "LBFGS holds", 1)
+    kind, lines = report(edited_chapters, CH7, "copy-prune-linear-pair")
+    assert kind == "unknown"
+    assert "if you edited it, move your edit into" in lines[0]
+
+
+def test_every_copy_records_the_hash_of_what_was_written(chapters):
+    found = 0
+    for notebook in chapters.values():
+        for cell in notebook.cells:
+            if "copy_of" in cell.metadata:
+                assert cell.metadata["copy_hash"] == copies.digest(cell.source)
+                found += 1
+    assert found >= 6
+
+
+def test_a_generated_tag_needs_a_source(chapters):
+    broken = copy.deepcopy(chapters)
+    del cell_by_id(broken[CH7], "copy-prune-linear-pair").metadata["copy_of"]
+    with pytest.raises(ValueError, match="is tagged `generated` but names no source"):
+        copies.with_generated_cells(broken)
+    study_cell = copy.deepcopy(chapters)
+    del next(c for c in study_cell[CH5].cells if "study" in c.metadata).metadata["study"]
+    with pytest.raises(ValueError, match="is tagged `generated` but names no source"):
+        copies.with_generated_cells(study_cell)
+
+
+def test_every_generated_cell_names_its_source(chapters):
+    for path, notebook in chapters.items():
+        for cell in notebook.cells:
+            if "generated" in tags(cell):
+                assert set(cell.metadata) & set(copies.SOURCES), (path.name, cell.get("id"))
+
+
+def test_each_source_cell_names_the_chapters_that_copy_it(chapters):
+    """The first line (under a title) of a copied cell names the chapters
+    with a copy; the copies leave that line out; a cell no longer copied
+    loses it."""
+    checks = cell_by_id(chapters[CH4], "pair-surgery-checks")
+    assert checks.source.split("\n")[0] == (
+        "# Copied into chapters 5, 6 and 7 by `make generate`: edit it here, not in the "
+        "copies.")
+    loss = cell_by_id(chapters[BOOK / "01_reproduce_the_error.ipynb"], "question-loss")
+    assert loss.source.startswith("# Copied into chapter 4 by `make generate`: edit it "
+                                  "here, not in the copy.\n")
+    for notebook in chapters.values():
+        for cell in notebook.cells:
+            if "copy_of" in cell.metadata:
+                assert copies.COPIED_INTO not in cell.source
+    no_longer = copy.deepcopy(chapters)
+    for path in (CH5, CH7):
+        copy_cell(no_longer[path], "04_every_way_out.ipynb#prune-linear-pair").metadata[
+            "copy_of"].remove("04_every_way_out.ipynb#prune-linear-pair")
+    regenerated = copies.with_generated_cells(no_longer)
+    source = cell_by_id(regenerated[CH4], "prune-linear-pair").source
+    assert source.startswith("def prune_linear_pair(")
+    assert copies.with_copied_into("# @title T\nx = 1", [7, 5]) == (
+        "# @title T\n# Copied into chapters 5 and 7 by `make generate`: edit it here, "
+        "not in the copies.\nx = 1")
+    assert copies.with_copied_into(copies.with_copied_into("x = 1", [5]), []) == "x = 1"
+
+
+@pytest.mark.parametrize("marker, origin", [
+    ("setup", "tools/copies.py (SETUP) and the pins of requirements.txt"),
+    ("study", "book/_generated/study/05_variance_pruning.json (`make study`)"),
+])
+def test_a_setup_or_study_cell_edited_names_where_to_edit(chapters, marker, origin):
+    edited_chapters = copy.deepcopy(chapters)
+    cell = next(c for c in edited_chapters[CH5].cells if marker in c.metadata)
+    cell.source += "\nprint('edited')"
+    kind, lines = report(edited_chapters, CH5, cell.get("id"))
+    assert kind == "rewritten"
+    assert f"written by `make generate` from {origin}: if you edited it" in lines[0]
+    assert lines[-1] == "-print('edited')"

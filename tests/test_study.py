@@ -1,8 +1,10 @@
 """The stored pruning study (tools/study.py, `make study`) is the study of
 the chapters' code as it is now, and its runner caches by the right key."""
+import nbformat
 import pytest
 
 from tools import study
+from tools.book import render
 from tools.exports import load_exports
 
 CHAPTERS = study.chapters_with_a_study()
@@ -59,3 +61,81 @@ def test_the_stored_study_cell_says_where_it_comes_from():
     namespace = {}
     exec(source, namespace)
     assert set(namespace["STUDY"]) == {"torch", "kernels", "environment", "runs"}
+
+
+def chapter_after(change):
+    """{path: text} of the chapters as `make generate` writes them after
+    `change(chapter 4's prune-linear-pair cell)`."""
+    from tools import copies
+    from tools.book import BOOK, render
+    from tools.generate import read_chapters
+    chapters = read_chapters()
+    cell = next(c for c in chapters[BOOK / "04_every_way_out.ipynb"].cells
+                if c.get("id") == "prune-linear-pair")
+    change(cell)
+    return {path.stem: render(notebook)
+            for path, notebook in copies.with_generated_cells(chapters).items()}
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_a_docstring_or_comment_leaves_the_key_a_code_change_changes_it(stem, monkeypatch):
+    """A one-word change of a docstring of chapter 4, copied into the
+    chapter, or a new comment, leaves the study current; a change of code
+    does not."""
+    config = load_exports(f"{stem}.ipynb").STUDY_PLAN["variants"]["main"]
+    base = study.key(stem, "main", config, 0, "2.13.0")
+    real = study.export_cells
+
+    def key_after(change):
+        text = chapter_after(change)[stem]
+        monkeypatch.setattr(study, "export_cells", lambda name, _=None: real(name, text))
+        try:
+            return study.key(stem, "main", config, 0, "2.13.0")
+        finally:
+            monkeypatch.setattr(study, "export_cells", real)
+
+    def replace(old, new):
+        def change(cell):
+            assert old in cell.source
+            cell.source = cell.source.replace(old, new, 1)
+        return change
+
+    signature = "model=None):\n"
+    assert key_after(replace("in place and atomically", "in place and at once")) == base
+    assert key_after(replace(signature, signature + "    # a comment\n")) == base
+    assert key_after(replace(signature, signature + "    keep = list(keep)\n")) != base
+
+
+def test_rekey_moves_only_seeds_run_on_the_same_code(monkeypatch):
+    """A seed whose key is the legacy key of a version of the notebook that
+    differs only in comments gets today's key; one run on other code keeps
+    its own."""
+    import torch
+    stem = CHAPTERS[0]
+    name = f"{stem}.ipynb"
+    today = (study.BOOK / name).read_text()
+
+    def first_export_cell_with(line):
+        notebook = nbformat.reads(today, as_version=4)
+        cell = next(c for c in notebook.cells if "export" in c.metadata.get("tags", []))
+        cell.source = line + "\n" + cell.source
+        return render(notebook)
+
+    commented = first_export_cell_with("# a comment")
+    other_code = first_export_cell_with("X_ = 1")
+    plan = load_exports(name).STUDY_PLAN
+    config = plan["variants"]["main"]
+    version = torch.__version__
+    data = {"variants": {"main": {"seeds": {
+        "0": {"key": study.legacy_key(stem, "main", config, 0, version, commented)},
+        "1": {"key": study.legacy_key(stem, "main", config, 1, version, other_code)},
+        "2": {"key": "0123456789abcdef"}}}}}
+    saved = {}
+    monkeypatch.setattr(study, "load", lambda s: data)
+    monkeypatch.setattr(study, "save", lambda s, d: saved.update(d))
+    monkeypatch.setattr(study, "git_versions", lambda path: [today, commented, other_code])
+    assert study.rekey(stem, version) == 1
+    seeds = saved["variants"]["main"]["seeds"]
+    assert seeds["0"]["key"] == study.key(stem, "main", config, 0, version)
+    assert seeds["1"]["key"] == study.legacy_key(stem, "main", config, 1, version, other_code)
+    assert seeds["2"]["key"] == "0123456789abcdef"

@@ -11,12 +11,15 @@ import nbformat
 from tools.book import BOOK
 
 
-def export_cells(notebook_name):
-    """The source of each `export` cell of book/<notebook_name>, in order."""
+def export_cells(notebook_name, text=None):
+    """The source of each `export` cell of book/<notebook_name>, in order
+    (of the notebook `text`, one version of that file, if given)."""
     path = BOOK / notebook_name
-    if not path.is_file():
-        raise FileNotFoundError(f"no notebook {path}")
-    notebook = nbformat.read(path, as_version=4)
+    if text is None:
+        if not path.is_file():
+            raise FileNotFoundError(f"no notebook {path}")
+        text = path.read_text()
+    notebook = nbformat.reads(text, as_version=4)
     cells = []
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code" and "export" in cell.metadata.get("tags", []):

@@ -2,6 +2,7 @@
 
     python -m tools.study                        # every chapter with a study
     python -m tools.study --chapters 05 --jobs 2 # one chapter, two processes
+    python -m tools.study --rekey                # run nothing: re-key (see below)
 
 A chapter with a study defines, in its cells tagged `export`:
 
@@ -16,8 +17,10 @@ export cells, with one thread, deterministic algorithms and PyTorch's CPU
 kernels held at AVX2 (the level of the stored outputs; `make study` sets
 it). Results go to book/_generated/study/<chapter>.json, written after each
 seed: a stopped run resumes, and a rerun runs only the seeds whose key (the
-chapter's export code, the pins of STUDY_PACKAGES, the configuration, the seed, the torch
-and the kernel level) changed. `make generate` then writes the folded cell
+chapter's export code without its comments and docstrings, the pins of
+STUDY_PACKAGES, the configuration, the seed, the torch and the kernel level)
+changed. `--rekey` runs nothing: it gives today's key to the stored seeds
+whose code differs from today's only in comments and docstrings. `make generate` then writes the folded cell
 `STUDY = {...}` into the chapter (cells marked `"study": "<chapter>"`),
 from which the chapter draws its tables; the chapter re-runs one seed live
 and asserts that it equals the stored one.
@@ -31,7 +34,8 @@ import pprint
 import sys
 import time
 
-from tools.book import CPU_KERNELS, GENERATED, pins, toc_notebooks
+from tools.book import BOOK, CPU_KERNELS, GENERATED, pins, toc_notebooks
+from tools.codekey import git_versions, normalized
 from tools.exports import export_cells, load_exports
 
 RESULTS = GENERATED / "study"
@@ -91,11 +95,61 @@ def study_pins(pinned=None):
     return {name: pinned[name] for name in STUDY_PACKAGES if name in pinned}
 
 
-def key(stem, variant, config, seed, torch_version):
-    code = "\n\0\n".join(source for _, source in export_cells(f"{stem}.ipynb"))
+def export_code(stem, text=None):
+    """The chapter's export code as the key sees it: cell by cell, without
+    comments and docstrings (tools.codekey); of the notebook `text` if given."""
+    return "\n\0\n".join(normalized(source)
+                          for _, source in export_cells(f"{stem}.ipynb", text))
+
+
+def _key(code, variant, config, seed, torch_version):
     text = json.dumps([code, sorted(study_pins().items()), variant, config, seed,
                        torch_version, KERNELS, CPU_KERNELS], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def key(stem, variant, config, seed, torch_version):
+    """What one stored seed was run on: the export code (not its comments
+    or docstrings), the pins, the configuration, the seed, torch, kernels."""
+    return _key(export_code(stem), variant, config, seed, torch_version)
+
+
+def legacy_key(stem, variant, config, seed, torch_version, text):
+    """The key as it was before comments and docstrings were left out (the
+    export cells' text as it is), of the notebook `text`: read by `rekey`."""
+    code = "\n\0\n".join(source for _, source in export_cells(f"{stem}.ipynb", text))
+    return _key(code, variant, config, seed, torch_version)
+
+
+def rekey(stem, torch_version):
+    """Give the new key to each stored seed that was run on code equal, but
+    for comments and docstrings, to today's: its key is the legacy key of a
+    version of the notebook (the working tree's or one of its last commits')
+    whose export code is today's once normalized. Nothing is run; a seed
+    whose code cannot be shown to be today's keeps its key (and stays
+    stale). Returns the number of seeds re-keyed."""
+    data = load(stem)
+    if not data:
+        return 0
+    today = export_code(stem)
+    versions = [text for text in git_versions(BOOK / f"{stem}.ipynb")
+                if export_code(stem, text) == today]
+    plan = load_exports(f"{stem}.ipynb").STUDY_PLAN
+    count = 0
+    for variant, config in plan["variants"].items():
+        stored = data.get("variants", {}).get(variant, {}).get("seeds", {})
+        for seed, entry in stored.items():
+            wanted = key(stem, variant, config, int(seed), torch_version)
+            if entry.get("key") == wanted:
+                continue
+            if any(entry.get("key") == legacy_key(stem, variant, config, int(seed),
+                                                  torch_version, text)
+                   for text in versions):
+                entry["key"] = wanted
+                count += 1
+    if count:
+        save(stem, data)
+    return count
 
 
 def run_one(stem, variant, seed):
@@ -187,12 +241,20 @@ def main(argv=None):
                         help="chapter numbers or stems (default: every chapter with a study)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="processes (each runs one seed on one thread)")
+    parser.add_argument("--rekey", action="store_true",
+                        help="run nothing: give today's key to the stored seeds whose "
+                             "code differs from today's only in comments and docstrings")
     args = parser.parse_args(argv)
     stems = chapters_with_a_study()
     if args.chapters:
         stems = [s for s in stems if any(s.startswith(c) for c in args.chapters)]
         if not stems:
             sys.exit(f"no chapter with a study matches {args.chapters}")
+    if args.rekey:
+        import torch
+        for stem in stems:
+            print(f"{stem}: {rekey(stem, torch.__version__)} seeds re-keyed")
+        return 0
     start = time.monotonic()
     for stem in stems:
         run_chapter(stem, args.jobs)

@@ -11,18 +11,20 @@ that two chapters define or assign differently (tools.copies).
 
 What is generated, each from one source:
 - in the chapters: each setup cell, and each copy of another chapter's
-  helpers (tools.copies); each link to a page of the book, made absolute
-  (tools.links);
+  helpers (tools.copies); each core section's minutes, estimated from the
+  section itself (tools.plan); each link to a page of the book, made
+  absolute (tools.links);
 - book/student/: the student edition of every chapter (tools.student);
 - book/_generated/: tables that restate facts kept elsewhere (each module
   in GENERATORS below).
 """
 import importlib
+import inspect
 import sys
 
 import nbformat
 
-from tools import copies, links, student, study
+from tools import copies, links, plan, student, study
 from tools.book import BOOK, ROOT, render, toc_notebooks
 
 # Modules with a `generated()` that returns {path: text}: tables under
@@ -36,7 +38,8 @@ def read_chapters():
 
 def wanted_chapters(chapters):
     """{path: notebook} of the chapters as `make generate` writes them."""
-    return links.with_absolute_links(copies.with_generated_cells(chapters))
+    return links.with_absolute_links(
+        plan.with_estimated_minutes(copies.with_generated_cells(chapters)))
 
 
 def wanted_files(chapters=None, generated=None):
@@ -47,7 +50,12 @@ def wanted_files(chapters=None, generated=None):
     files = {path: render(notebook) for path, notebook in generated.items()}
     files.update(student.editions(generated))
     for name in GENERATORS:
-        files.update(importlib.import_module(name).generated())
+        module = importlib.import_module(name)
+        # the tables that read the chapters read them as they are about to be
+        # written, so that one run of `make generate` is enough
+        reads_chapters = "chapters" in inspect.signature(module.generated).parameters
+        files.update(module.generated(chapters=generated) if reads_chapters
+                     else module.generated())
     return files
 
 

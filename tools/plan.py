@@ -10,12 +10,21 @@
 - the before-class run times: each chapter's fastest and slowest passing
   run over the releases of book/_generated/versions_matrix.json.
 
+The minutes are estimated, not guessed: `estimate(cells)` reads a section's
+own cells (its words, the code a reader sees, its outputs, its figures, its
+predictions and exercises) at the rates of RATES, and `make generate` writes
+each estimate into the chapter's `## ... (core, N min)` heading and the sum
+into its objectives' "Time: about N minutes" (`with_estimated_minutes`), so
+the chapters, the timetables and the student edition state one number.
+
 `generated()` returns {path: text} for files under book/_generated/, which
 the teacher's guide and the before-class page include. Run as a program it
 writes them:
     python -m tools.plan
 """
+import copy
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +39,118 @@ MATRIX = GENERATED / "versions_matrix.json"
 
 HEADING = re.compile(r"^## (.+?)(?: \((?:core, (\d+) min|(optional))\))?\s*$")
 STATED = re.compile(r"Time: about (\d+) minutes \(core sections\)")
+CORE_MINUTES = re.compile(r"\(core, \d+ min\)\s*$")
+EXPLANATION = re.compile(r"<details>.*?</details>", re.S)
+IMAGES = ("image/png", "image/svg+xml", "image/jpeg")
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What a section costs a student in class, per thing it holds.
+
+    - prose: 200 words a minute. Adults read English non-fiction silently at
+      238 words a minute on average, most between 175 and 300, and aloud at
+      183 (Brysbaert 2019, a meta-analysis of 190 studies, Journal of Memory
+      and Language 109, 104047); a technical text read by students, many in
+      a second language, sits in the lower part of that range.
+    - code a reader sees: half the prose rate, by its whitespace-separated
+      words; folded cells (`hide-input`) are not read, only run.
+    - a code cell: a quarter of a minute to run it and wait for it (every
+      chapter runs in under a minute of computing in all).
+    - output text: 30 lines a minute, skimmed; a figure: half a minute.
+    - a prediction (`**Predict.**`): 1 minute to think and write it down.
+    - an exercise (a `solution` cell): 8 minutes to write the answer and
+      run its check, besides reading its statement.
+    The explanations folded in `<details>` are read after the lesson.
+    These are assumptions a teacher can change here; the tests hold the
+    lessons to them, not to a guess per heading.
+    """
+    words_per_minute: float = 200
+    code_words_per_minute: float = 100
+    minutes_per_code_cell: float = 0.25
+    output_lines_per_minute: float = 30
+    minutes_per_figure: float = 0.5
+    minutes_per_prediction: float = 1
+    minutes_per_exercise: float = 8
+
+
+RATES = Rates()
+
+
+def output_minutes(output, rates):
+    """Reading one stored output: its text lines, or a figure."""
+    data = output.get("data", {})
+    if any(kind in data for kind in IMAGES):
+        return rates.minutes_per_figure
+    text = output.get("text") or data.get("text/plain") or ""
+    lines = len(("".join(text) if isinstance(text, list) else text).splitlines())
+    if output.get("output_type") == "error":
+        lines += len(output.get("traceback", []))
+    return lines / rates.output_lines_per_minute
+
+
+def cell_minutes(cell, rates=RATES):
+    """The minutes one cell costs in class (see Rates); Markdown cells are
+    counted by `estimate`, which splits them at their headings."""
+    tags = cell.metadata.get("tags", [])
+    if cell.cell_type != "code" or "remove-input" in tags:
+        return 0.0
+    minutes = rates.minutes_per_code_cell
+    if "solution" in tags:
+        return minutes + rates.minutes_per_exercise
+    if "hide-input" not in tags:
+        minutes += len(cell.source.split()) / rates.code_words_per_minute
+    return minutes + sum(output_minutes(output, rates) for output in cell.get("outputs", []))
+
+
+def text_minutes(text, rates=RATES):
+    """Reading Markdown text, with a minute for each prediction in it."""
+    text = EXPLANATION.sub("", text)
+    return (len(text.split()) / rates.words_per_minute
+            + text.count("**Predict.**") * rates.minutes_per_prediction)
+
+
+def estimate(notebook, rates=RATES):
+    """[(heading line, minutes)] of each `## ` section of a notebook: its
+    Markdown after the heading and every cell up to the next `## `."""
+    sections = []
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            if sections:
+                sections[-1][1] += cell_minutes(cell, rates)
+            continue
+        for line in cell.source.splitlines():
+            if line.startswith("## "):
+                sections.append([line, 0.0])
+            elif sections:
+                sections[-1][1] += text_minutes(line, rates)
+    return [(line, max(1, math.ceil(minutes - 1e-9))) for line, minutes in sections]
+
+
+def with_estimated_minutes(chapters, rates=RATES):
+    """{path: notebook} with each core heading's minutes set to its estimate
+    and the objectives' stated time to their sum (copies; optional sections
+    stay optional)."""
+    result = {}
+    for path, notebook in chapters.items():
+        notebook = copy.deepcopy(notebook)
+        minutes = dict(estimate(notebook, rates))
+        total = 0
+        for cell in notebook.cells:
+            if cell.cell_type != "markdown" or "## " not in cell.source:
+                continue
+            lines = cell.source.split("\n")
+            for i, line in enumerate(lines):
+                if line.startswith("## ") and CORE_MINUTES.search(line):
+                    lines[i] = CORE_MINUTES.sub(f"(core, {minutes[line]} min)", line)
+                    total += minutes[line]
+            cell.source = "\n".join(lines)
+        first = next((c for c in notebook.cells if c.cell_type == "markdown"), None)
+        if first is not None and STATED.search(first.source):
+            first.source = STATED.sub(f"Time: about {total} minutes (core sections)",
+                                      first.source)
+        result[path] = notebook
+    return result
 
 
 class PlanError(ValueError):
@@ -54,10 +175,11 @@ class Chapter:
         return [title for title, minutes in self.sections if minutes is None]
 
 
-def read_chapter(path):
-    """A chapter's title, stated minutes and marked `## ` sections."""
+def read_chapter(path, notebook=None):
+    """A chapter's title, stated minutes and marked `## ` sections (from
+    `notebook` if given, else from the file)."""
     path = Path(path)
-    notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(path, as_version=4) if notebook is None else notebook
     markdown = [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
     where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     stated = STATED.search(markdown[0]) if markdown else None
@@ -84,9 +206,13 @@ def read_chapter(path):
     return chapter
 
 
-def read_chapters():
-    """{number: Chapter} for the notebooks of the toc."""
-    return {chapter.number: chapter for chapter in map(read_chapter, toc_notebooks())}
+def read_chapters(notebooks=None):
+    """{number: Chapter} for the notebooks of the toc (`notebooks`: {path:
+    notebook} to read instead of the files, such as the chapters as
+    `make generate` is about to write them)."""
+    notebooks = notebooks or {}
+    return {chapter.number: chapter for chapter in
+            (read_chapter(path, notebooks.get(path)) for path in toc_notebooks())}
 
 
 def read_plan(path=PLAN):
@@ -258,12 +384,13 @@ def run_times(matrix, chapters):
     return "\n".join(lines) + "\n"
 
 
-def generated(plan=None, matrix=None):
+def generated(plan=None, matrix=None, chapters=None):
     """{path under book/_generated: text}. `plan` and `matrix` default to the
-    contents of book/_data/lessons.yml and book/_generated/versions_matrix.json."""
+    contents of book/_data/lessons.yml and book/_generated/versions_matrix.json;
+    `chapters` ({path: notebook}) to the chapters on disk."""
     plan = read_plan() if plan is None else plan
     matrix = json.loads(MATRIX.read_text()) if matrix is None else matrix
-    chapters = read_chapters()
+    chapters = read_chapters(chapters)
     taught = lessons(plan, chapters)
     from_plan = NOTE.format(source="book/_data/lessons.yml and the chapters' "
                                    "`## ` headings")

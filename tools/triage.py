@@ -33,9 +33,10 @@ HEADER = ("// Written by `python -m tools.triage` (make generate) from chapter 6
           "// `message-rules` and the derivatives.yaml of torch {torch}; not edited by hand.\n")
 
 
-def rules_namespace(chapter=CHAPTER):
-    """The names chapter 6's rules cell defines."""
-    notebook = nbformat.read(chapter, as_version=4)
+def rules_namespace(chapter=CHAPTER, notebook=None):
+    """The names chapter 6's rules cell defines (from `notebook`, the chapter
+    as `make generate` is about to write it, or else from disk)."""
+    notebook = nbformat.read(chapter, as_version=4) if notebook is None else notebook
     cells = [c for c in notebook.cells if c.get("id") == RULES_CELL]
     if len(cells) != 1:
         raise LookupError(f"{chapter.name}: no single cell with id {RULES_CELL!r}")
@@ -89,8 +90,8 @@ def node_table():
     return dict(sorted(table.items()))
 
 
-def triage_rules():
-    namespace, notebook = rules_namespace()
+def triage_rules(notebook=None):
+    namespace, notebook = rules_namespace(notebook=notebook)
     causes = namespace["CAUSES"]
     links = section_links(causes, notebook)
     return {
@@ -105,8 +106,10 @@ def triage_rules():
     }
 
 
-def generated():
-    rules = triage_rules()
+def generated(chapters=None):
+    """{OUTPUT: text}; `chapters` ({path: notebook}) are the chapters as
+    generated, so that the section links follow their headings."""
+    rules = triage_rules((chapters or {}).get(CHAPTER))
     text = (HEADER.format(torch=rules["torch"]) + "window.TRIAGE_RULES = "
             + json.dumps(rules, indent=0, sort_keys=False, ensure_ascii=True)
             .replace("\n", "") + ";\n")

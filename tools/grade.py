@@ -1,6 +1,6 @@
 """Grade a class's student notebooks with nbgrader: `make grade SUBMISSIONS=folder`.
 
-    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120]
+    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120] [--scratch DIR]
 
 FOLDER holds one sub-folder per student, each with any of the student
 notebooks (book/student/), under any file name (Colab saves "Copy of
@@ -305,12 +305,17 @@ def feedback(student, rows):
     return "\n".join(lines) + "\n"
 
 
-def grade(folder, timeout=600, cell_timeout=120):
+def grade(folder, timeout=600, cell_timeout=120, scratch_root=None):
     """Grade every student's folder of `folder`; write grades.csv and
-    feedback/; return the rows."""
+    feedback/; return the rows. The scratch folders are made, and removed,
+    in `scratch_root` (default: $GRADE_SCRATCH, else the system's temporary
+    folder)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SystemExit(f"SUBMISSIONS={folder}: not a folder")
+    scratch_root = scratch_root or os.environ.get("GRADE_SCRATCH") or None
+    if scratch_root is not None and not Path(scratch_root).is_dir():
+        raise SystemExit(f"scratch folder {scratch_root}: not a folder")
     chapters = shipped()
     students = sorted(path for path in folder.iterdir()
                       if path.is_dir() and path.name not in OWN_OUTPUTS
@@ -318,7 +323,7 @@ def grade(folder, timeout=600, cell_timeout=120):
     if not students:
         raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
     rows, per_student = [], {}
-    templates = Path(tempfile.mkdtemp(prefix="grading-"))
+    templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
     try:
         for path in students:
             print(f"grading {path.name} ...", flush=True)
@@ -344,8 +349,11 @@ def main(argv=None):
                         help="seconds a whole notebook may run (default 600)")
     parser.add_argument("--cell-timeout", type=int, default=120,
                         help="seconds one cell may run before it is interrupted (default 120)")
+    parser.add_argument("--scratch", type=Path, default=None,
+                        help="folder to make the scratch folders in (default: "
+                        "$GRADE_SCRATCH, else the system's temporary folder)")
     args = parser.parse_args(argv)
-    grade(args.folder, args.timeout, args.cell_timeout)
+    grade(args.folder, args.timeout, args.cell_timeout, args.scratch)
     where = args.folder / "grades.csv"
     print(f"wrote {where} and {args.folder / 'feedback'}/")
     print(where.read_text(), end="")

@@ -27,8 +27,8 @@ lee    only a symbolic link to ana's notebook
 =SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
        named =HYPERLINK(1).ipynb that is not JSON)
 fay's class: fay, a notebook that loops forever, deaf to interrupts (the
-       cell time-out); and folders named feedback, grades.csv and .hidden,
-       each with a notebook
+       cell time-out); folders named feedback, grades.csv and .hidden, each
+       with a notebook; zoe, a symbolic link to ana's folder
 gil's class: gil, a few short cells, then a process in a session of its
        own and a C call that ignores signals, past the notebook time-out
 """
@@ -161,6 +161,7 @@ def build(root):
     for path in students.values():
         path.mkdir(parents=True)
     (root / "fay" / ".ipynb_checkpoints").mkdir()
+    (root / "fay" / "zoe").symlink_to(students["ana"], target_is_directory=True)
     right = answered(ONE)
     nbformat.write(right, students["ana"] / f"{ONE}.ipynb")
     for name in ["feedback", "grades.csv", ".hidden"]:
@@ -386,10 +387,14 @@ def test_the_vandal_harms_nothing_and_scores_nothing(graded):
                           nproc=grader.PROCESSES, student="amy"), report
     for place in [ROOT, Path(sys.prefix), Path.home(), Path("/tmp")]:
         assert not (place / MARK).exists(), place
-    # the input transformer blanked the checks: they did not run, no points
-    assert [(r["exercise"], r["points"], r["max_points"]) for r in rows[1:]] == [
+    # the input transformer blanked the checks: they did not run, no points;
+    # a row tells the teacher
+    assert rows[1]["failure"] == (
+        "for the teacher: code cell 3 uses input_transformers_post, which can change "
+        "how the checks run or what they print; read the notebook")
+    assert [(r["exercise"], r["points"], r["max_points"]) for r in rows[2:]] == [
         (str(n), "0", "1") for n in (1, 2, 3)]
-    for n, row in enumerate(rows[1:], 1):
+    for n, row in enumerate(rows[2:], 1):
         assert row["failure"] == ("the check did not run or printed nothing (its line "
                                   f"'Exercise {n}: passed' is missing)"), row
 
@@ -416,14 +421,16 @@ def test_a_notebook_stuck_in_c_is_stopped_at_its_time_out(graded):
     assert timeout <= graded["seconds"]["gil"] < timeout + 5, graded["seconds"]
 
 
-def test_reserved_and_hidden_folder_names_get_a_row_and_move_the_outputs(graded):
+def test_reserved_hidden_and_linked_folders_get_a_row_and_move_the_outputs(graded):
     fay = graded["root"] / "fay"
     rows = read_rows(fay / "grades-1.csv")
     refused = {r["student"]: r["failure"] for r in rows if r["student"] != "fay"}
     assert refused == {name: (
         "not graded: the folder's name is hidden (starts with a dot) or one the grader "
         "writes (grades.csv, feedback); rename the folder and grade again")
-        for name in [".hidden", "feedback", "grades.csv"]}
+        for name in [".hidden", "feedback", "grades.csv"]} | {"zoe": (
+            "not graded: the folder is a symbolic link; put the student's folder itself "
+            "in the class folder")}
     assert sorted(p.name for p in (fay / "feedback-1").iterdir()) == ["fay.md"]
 
 
@@ -453,6 +460,17 @@ def test_cleaned_keeps_one_cell_per_id_with_the_source_metadata():
     kept = cleaned.cells[ids.index("ch01-exercise-1-check")]
     assert ids.index("ch01-exercise-1-check") > ids.index("ch01-exercise-1-answer")
     assert kept.metadata["nbgrader"]["points"] == 1
+
+
+def test_hooks_are_flagged_in_the_students_cells_only():
+    source = shipped(ONE)
+    assert grader.hooks_touched(source, source) is None
+    notebook = with_code_first(source, "import sys, io\nsys.stdout = io.StringIO()")
+    assert grader.hooks_touched(notebook, source) == (2, "sys.stdout")
+    notebook = copy.deepcopy(source)  # a check is the grader's: nbgrader restores it
+    check = notebook.cells[index_of(notebook, "ch01-exercise-1-check")]
+    check.source = "import builtins\n" + check.source
+    assert grader.hooks_touched(notebook, source) is None
 
 
 def test_the_grading_notebook_of_the_student_edition_is_the_source(monkeypatch, tmp_path):

@@ -34,6 +34,11 @@ have loses it, and the others get the source's metadata back (a student
 cannot make a check worth 100 points or unlock it). A check cell the
 student deleted scores 0, "check cell missing".
 
+Why nbgrader: it grades a class locally, with no service to run, keeps
+grades in a SQLite gradebook, locks the checks, and time-limits cells.
+otter-grader grades a class only in Docker containers (`otter grade`); it
+runs without Docker only one notebook at a time (`otter run`).
+
 The sandbox. Only the student's code is untrusted, and it runs only in the
 kernel: nbgrader (its gradebook, the chapter templates, the executor
 nbclient) runs outside, as the grader, and starts each notebook's kernel
@@ -47,8 +52,9 @@ through a kernel spec of its own whose command is bubblewrap (`bwrap`):
 - the whole file system read-only, with the class folder, the repository,
   the home folder and the grader's scratch folders (gradebooks, templates,
   other notebooks) hidden under empty tmpfs, the virtualenv and the Python
-  it is made from bound back read-only, a tmpfs /tmp, and one folder
-  writable: the notebook's own empty working folder;
+  it is made from bound back read-only, a tmpfs /tmp, and two folders
+  writable: the notebook's own empty working folder and the folder of its
+  kernel's sockets;
 - run as the user `nobody` (uid 65534, by `setpriv` inside the sandbox,
   every capability dropped, no new privileges), so that even a mistake in
   the binds leaves it no root's rights, and under `prlimit` limits:
@@ -60,7 +66,9 @@ through a kernel spec of its own whose command is bubblewrap (`bwrap`):
 - the environment cleared, then HOME, TMPDIR, the CPU-kernel variables of
   the book and BOOK_STUDENT=<the student's folder name> (the student
   edition picks the student's variant of an exercise from it) set.
-Every time-out kills nbgrader's process group; bwrap dies with it and the
+A cell's time-out interrupts the kernel by a message (the kernel spec's
+`interrupt_mode`: a signal to bwrap would not reach the kernel). Every
+notebook's time-out kills nbgrader's process group; bwrap dies with it and the
 kernel's PID namespace with bwrap, whatever the kernel is doing (a C call
 that ignores signals included), and the grader returns at once: its output
 goes to a file, not a pipe a stray process could hold open.
@@ -69,7 +77,7 @@ Why bubblewrap: it is a single small setuid-free program packaged by
 Debian, which runs a command in fresh namespaces with exactly the mounts
 given on its command line and nothing else to configure; the kernel spec
 calls it per kernel, and it needs no daemon. nsjail is not packaged by
-Debian (built from source, with protobuf configs) and firejail is a
+Debian 12 (built from source, configured in protobuf files) and firejail is a
 setuid-root program with a large default profile system meant for desktop
 applications, whose past privilege escalations make it a poor fit for a
 grader that runs as root.
@@ -86,9 +94,10 @@ give it 0 with no reason shown, and a deprecation warning is not a wrong
 answer. The known limit: the checks run in the student's kernel, so code in
 the notebook could still forge a check's output on purpose (replace
 `print`, or patch what a check calls); the restored checks, the success
-line and an error count make that a deliberate act, which the autograded
-notebook shows to a teacher who reads it, and hidden tests (in the grading
-notebook) check what the student cannot see.
+line and the error count make that a deliberate act; a row tells the
+teacher when a student's cell uses the hooks it would take (IPython's input
+or AST transformers, its events, sys.stdout, builtins), and hidden tests
+(in the grading notebook) check what the student cannot see.
 
 When a student hands in a chapter twice, the copy with more answered cells
 (answer cells changed from the stub) is graded, the first by name on a tie;
@@ -127,6 +136,9 @@ FILE_MB = 1000
 TMP_MB = 1000
 PASSED = "Exercise {}: passed"
 UNSAFE_START = ("=", "+", "-", "@", "\t", "\r")
+HOOKS = re.compile(r"\b(input_transformers\w*|ast_transformers|events\.register|"
+                   r"set_custom_exc|register_magic\w*|sys\.(?:stdout|__stdout__|displayhook)|"
+                   r"builtins|__builtins__)\b")
 # the CPU-kernel variables of the book (tools.book.CPU_KERNELS) and the like,
 # passed into the sandbox
 PASS_THROUGH = ("ATEN_", "MKL_", "ONEDNN_", "OMP_", "LANG", "LC_")
@@ -229,6 +241,21 @@ def cleaned(notebook, source):
                 del cell.metadata["nbgrader"]
     missing = [grade_id for grade_id in wanted if grade_id not in keep]
     return notebook, missing
+
+
+def hooks_touched(notebook, source):
+    """(code cell number, what) of the first cell of `notebook` that is neither
+    a check nor a cell of `source` and uses IPython's or Python's hooks,
+    through which a notebook could blank or forge the checks; None if none."""
+    code_cells = [c for c in notebook.cells if c.cell_type == "code"]
+    own = {cell.source for cell in source.cells}
+    for number, cell in enumerate(code_cells, 1):
+        if grade_id_of(cell).endswith("-check") or cell.source in own:
+            continue
+        found = HOOKS.search(cell.source)
+        if found:
+            return number, found[0]
+    return None
 
 
 def spreadsheet_safe(value):
@@ -556,6 +583,11 @@ def grade_notebook(notebook, stem, student, shown, limits, templates, hide):
     if stray:
         rows.append(row(student, shown, first_line(
             f"outside the exercises, {stray} (the checks ran anyway)")))
+    touched = hooks_touched(notebook, source)
+    if touched:
+        rows.append(row(student, shown, first_line(
+            f"for the teacher: code cell {touched[0]} uses {touched[1]}, which can change "
+            "how the checks run or what they print; read the notebook")))
     for number, _, points, top, failure in found:
         rows.append(row(student, shown, failure, number, points, top))
     return rows
@@ -620,7 +652,11 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     rows, per_student = [], {}
     skipped = []
     students = []
+    linked = []
     for path in sorted(folder.iterdir()):
+        if path.is_symlink() and path.is_dir():
+            linked.append(path.name)
+            continue
         if path in (grades_csv, feedback_dir) or not path.is_dir() or path.is_symlink():
             continue
         if path.name.startswith(".") or path.name in RESERVED or re.fullmatch(
@@ -629,12 +665,16 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
                 skipped.append(path.name)
             continue
         students.append(path)
-    if not students and not skipped:
+    if not students and not skipped and not linked:
         raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
     for name in skipped:
         rows.append(row(name, failure=(
             "not graded: the folder's name is hidden (starts with a dot) or one the "
             "grader writes (grades.csv, feedback); rename the folder and grade again")))
+    for name in linked:
+        rows.append(row(name, failure=(
+            "not graded: the folder is a symbolic link; put the student's folder itself "
+            "in the class folder")))
     templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
     hide = [folder, Path(scratch_root or tempfile.gettempdir())]
     try:
@@ -653,6 +693,7 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     feedback_dir.mkdir(exist_ok=True)
     for name, its_rows in per_student.items():
         (feedback_dir / f"{name}.md").write_text(feedback(name, its_rows))
+    print(f"wrote {grades_csv} and {feedback_dir}/", flush=True)
     return rows
 
 
@@ -670,7 +711,6 @@ def main(argv=None):
                         "$GRADE_SCRATCH, else the system's temporary folder)")
     args = parser.parse_args(argv)
     grade(args.folder, args.timeout, args.cell_timeout, args.scratch, args.memory_mb)
-    print(f"wrote the grades and the feedback in {args.folder}")
     return 0
 
 

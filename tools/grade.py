@@ -66,6 +66,9 @@ through a kernel spec of its own whose command is bubblewrap (`bwrap`):
 - the environment cleared, then HOME, TMPDIR, the CPU-kernel variables of
   the book and BOOK_STUDENT=<the student's folder name> (the student
   edition picks the student's variant of an exercise from it) set.
+nbgrader itself runs under an address-space limit too: nbclient keeps all
+a notebook prints, and a notebook printing without end must fail its own
+grading, not exhaust the grader's machine.
 A cell's time-out interrupts the kernel by a message (the kernel spec's
 `interrupt_mode`: a signal to bwrap would not reach the kernel). Every
 notebook's time-out kills nbgrader's process group; bwrap dies with it and the
@@ -131,6 +134,7 @@ RESERVED = {"grades.csv", "feedback"}
 KERNEL = "book-sandbox"
 NOBODY = 65534
 MEMORY_MB = 6000
+GRADER_MEMORY_MB = 4000
 PROCESSES = 512
 FILE_MB = 1000
 TMP_MB = 1000
@@ -323,7 +327,7 @@ def sandbox_argv(work, ipc, student, hide, memory_mb=MEMORY_MB):
         argv += ["--unshare-user"]
     script = (
         'cat "$1" > /tmp/.connection.json && chmod 0444 /tmp/.connection.json && shift && '
-        f"exec {become}prlimit {' '.join(limits)} -- "
+        f"exec prlimit {' '.join(limits)} -- {become}"
         f"{shlex.quote(str(python))} -m ipykernel_launcher -f /tmp/.connection.json "
         '"$@"')
     return argv + ["--", "/bin/sh", "-c", script, "sh", "{connection_file}"]
@@ -347,11 +351,18 @@ def nbgrader_env(scratch):
     return env
 
 
-def run(command, cwd, env_root, timeout, log):
+def run(command, cwd, env_root, timeout, log, memory_mb=None):
     """Run `command` in `cwd`, in its own process group, killed whole at
-    `timeout` seconds (bwrap dies with its parent, the kernel with bwrap).
+    `timeout` seconds (bwrap dies with its parent, the kernel with bwrap),
+    its address space limited to `memory_mb` (default GRADER_MEMORY_MB:
+    nbclient keeps every output a notebook prints, so a notebook printing
+    without end makes nbgrader fail, not the machine run out of memory). The
+    limit is a soft one: the kernel's sandbox, started by nbgrader, sets its
+    own (raising a hard limit needs a capability root may lack in a container).
     Output goes to the file `log`. Returns (exit code or None on time-out,
     output)."""
+    memory_mb = memory_mb or GRADER_MEMORY_MB
+    command = ["prlimit", f"--as={memory_mb * 2**20}:unlimited", "--", *command]
     with open(log, "w") as out:
         process = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env_root),
                                    stdin=subprocess.DEVNULL, stdout=out,

@@ -149,13 +149,17 @@ publish-dry-run: setup
 # Grade a class with nbgrader (tools/grade.py): SUBMISSIONS is a folder with
 # one sub-folder per student, each holding any of the student notebooks.
 # Writes SUBMISSIONS/grades.csv and SUBMISSIONS/feedback/STUDENT.md; each
-# notebook runs on a copy, in a scratch folder, under time-outs: a whole
-# notebook GRADE_TIMEOUT seconds, one cell GRADE_CELL_TIMEOUT seconds.
+# notebook's kernel runs in a bubblewrap sandbox (no network, nothing
+# writable but its own scratch folder, every process killed with it, as the
+# user nobody when run as root), under time-outs: a whole notebook
+# GRADE_TIMEOUT seconds, one cell GRADE_CELL_TIMEOUT seconds; its address
+# space is limited to GRADE_MEMORY_MB.
 .PHONY: grade
 SUBMISSIONS ?=
 GRADE_TIMEOUT ?= 600
 GRADE_CELL_TIMEOUT ?= 120
+GRADE_MEMORY_MB ?= 6000
 grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder" >&2; exit 2; }
 	$(PY) -m tools.grade "$(SUBMISSIONS)" --timeout $(GRADE_TIMEOUT) \
-	  --cell-timeout $(GRADE_CELL_TIMEOUT)
+	  --cell-timeout $(GRADE_CELL_TIMEOUT) --memory-mb $(GRADE_MEMORY_MB)

@@ -1,35 +1,65 @@
-"""`make grade` (tools/grade.py, nbgrader): one class folder with every kind of
-submission a teacher gets, graded once; each case is asserted on its rows.
+"""`make grade` (tools/grade.py, nbgrader in a bubblewrap sandbox): class
+folders with every kind of submission a teacher gets, honest and hostile,
+each graded once (the two about time-outs with short ones, in threads while
+the first is graded); each case is asserted on its rows, on the files
+around, and on the processes left. Chapter 1 is the fastest to run; cases
+that do not interfere share a notebook.
 
-The class (chapter 1, the fastest to run, and one chapter 2 notebook):
-ana   every answer of the book put back: full marks
-bob   the shipped student notebook: zero, each check naming its exercise
-cy    a file that is not JSON
-dee   an empty folder
-eve   a notebook that raises in its first code cell
-fay   a notebook that loops forever, deaf to interrupts (nbgrader's cell time-out)
-gil   a notebook whose cells each end in time, but never all (the notebook time-out)
-gus   the book's answers, and a cell that deletes every file in its folder
-hal   the book's answers, renamed as Colab saves a copy
-ivy   chapter 2's notebook under chapter 1's file name, and a notebook from
-      elsewhere
+The class:
+amy    the shipped notebook and a vandal cell: it writes to the repository,
+       the virtualenv, the home folder, /tmp, other students' notebooks, the
+       grader's gradebooks and chapter templates, tries the network, a
+       memory hog and root, leaves a process in a session of its own, and
+       raises what it managed; then it blanks every later cell with an
+       IPython input transformer (the checks included)
+ana    every answer of the book put back: full marks (graded after amy)
+bob    the shipped student notebook: zero, each check naming its exercise
+cal    the answers, the first writing a warning to stderr, a pasted copy of
+       check 2 (nbgrader metadata and all) and check 3 deleted
+cy     a file that is not JSON
+dee    an empty folder
+eve    the book's answers renamed as Colab saves a copy, a first code cell
+       that raises, a cell that deletes every file in its folder; and the
+       untouched notebook under the chapter's own name
+ivy    chapter 2's notebook under chapter 1's file name, and a notebook from
+       elsewhere
+lee    only a symbolic link to ana's notebook
+=SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
+       named =HYPERLINK(1).ipynb that is not JSON)
+fay's class: fay, a notebook that loops forever, deaf to interrupts (the
+       cell time-out); folders named feedback, grades.csv and .hidden, each
+       with a notebook; zoe, a symbolic link to ana's folder
+gil's class: gil, a few short cells, then a process in a session of its
+       own and a C call that ignores signals, past the notebook time-out
 """
 import copy
 import csv
 import hashlib
-import tempfile
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import nbformat
 import pytest
 
+import tools.student
 from tools import grade as grader
-from tools.book import BOOK
+from tools.book import BOOK, ROOT
 from tools.student import STUDENT
 
 ONE = "01_reproduce_the_error"
 TWO = "02_where_the_error_is_raised"
-TIMEOUT, CELL_TIMEOUT = 45, 15
+# (timeout, cell timeout) of each class: the class's are never reached; fay's
+# cell is interrupted after 4 s; gil's notebook is stopped at 20 s
+LIMITS = {"submissions": (300, 120), "fay": (300, 4), "gil": (20, 120)}
+MARK = f"vandal-{uuid.uuid4().hex[:12]}"
+SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
+MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", *SPREADSHEET]
 
 
 def tags(cell):
@@ -47,20 +77,163 @@ def answered(stem):
     return student
 
 
+def shipped(stem):
+    return nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4)
+
+
+def new_cell(notebook, source):
+    cell = nbformat.v4.new_code_cell(source)
+    cell["id"] = f"planted-{len(notebook.cells)}"
+    return cell
+
+
 def with_code_first(notebook, source):
     """`notebook` with a code cell of `source` right after its setup cell."""
     notebook = copy.deepcopy(notebook)
     setup = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")
-    cell = nbformat.v4.new_code_cell(source)
-    cell["id"] = f"planted-{len(notebook.cells)}"
-    notebook.cells.insert(setup + 1, cell)
+    notebook.cells.insert(setup + 1, new_cell(notebook, source))
     return notebook
+
+
+def index_of(notebook, grade_id):
+    return next(i for i, c in enumerate(notebook.cells)
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
 def tree(folder):
     """{relative path: sha256} of every file under `folder`."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def vandal(folder, scratch):
+    """A cell that tries every harm it can and raises a report of what it did:
+    {attempt: 1 if it worked, else 0}, and a few facts of its sandbox."""
+    return f'''import json, os, pathlib, resource, socket, sqlite3, subprocess, sys
+CLASS, SCRATCH, MARK = {str(folder)!r}, {str(scratch)!r}, {MARK!r}
+done = {{}}
+def attempt(key, action):
+    try:
+        action()
+        done[key] = 1
+    except Exception:
+        done[key] = 0
+def write(path):
+    return lambda: pathlib.Path(path).write_text("vandal")
+def poison():
+    hits = 0
+    for root in (SCRATCH, *pathlib.Path.cwd().parents):
+        if root in ("/", pathlib.Path("/")):
+            continue
+        for path in pathlib.Path(root).rglob("gradebook.db"):
+            db = sqlite3.connect(path)
+            db.execute("update grade set manual_score = 1, extra_credit = 100")
+            db.commit()
+            hits += 1
+        for path in pathlib.Path(root).rglob("*.ipynb"):
+            path.write_text("{{}}")
+            hits += 1
+    assert hits
+attempt("repo", write({str(ROOT)!r} + "/" + MARK))
+attempt("venv", write({sys.prefix!r} + "/" + MARK))
+attempt("home", write({str(Path.home())!r} + "/" + MARK))
+attempt("tmp", write("/tmp/" + MARK))
+attempt("see", lambda: os.listdir(CLASS)[0])
+attempt("peer", lambda: os.remove(CLASS + "/ana/{ONE}.ipynb"))
+attempt("peer_write", write(CLASS + "/bob/{ONE}.ipynb"))
+attempt("grader", poison)
+attempt("net", lambda: socket.create_connection(("1.1.1.1", 53), timeout=3))
+attempt("mem", lambda: bytearray(9 * 2**30))
+attempt("root", lambda: os.setuid(0))
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)", MARK],
+                 start_new_session=True)
+done.update(uid=os.getuid(), nproc=resource.getrlimit(resource.RLIMIT_NPROC)[0],
+            student=os.environ.get("BOOK_STUDENT"))
+raise RuntimeError("report " + json.dumps(done, separators=(",", ":")))'''
+
+
+def build(root):
+    """The class folders under `root`; returns {student: folder}."""
+    folder = root / "submissions"
+    students = {name: folder / name for name in MAIN}
+    students |= {name: root / name / name for name in ["fay", "gil"]}
+    students |= {name: root / "fay" / name for name in ["feedback", "grades.csv", ".hidden"]}
+    for path in students.values():
+        path.mkdir(parents=True)
+    (root / "fay" / ".ipynb_checkpoints").mkdir()
+    (root / "fay" / "zoe").symlink_to(students["ana"], target_is_directory=True)
+    right = answered(ONE)
+    nbformat.write(right, students["ana"] / f"{ONE}.ipynb")
+    for name in ["feedback", "grades.csv", ".hidden"]:
+        nbformat.write(right, students[name] / f"{ONE}.ipynb")
+
+    amy = with_code_first(shipped(ONE), vandal(folder, root))
+    setup = next(i for i, c in enumerate(amy.cells) if c.cell_type == "code")
+    amy.cells.insert(setup + 2, new_cell(
+        amy, "get_ipython().input_transformers_post.append(lambda lines: [])"))
+    nbformat.write(amy, students["amy"] / f"{ONE}.ipynb")
+
+    (students["bob"] / f"{ONE}.ipynb").write_bytes((STUDENT / f"{ONE}.ipynb").read_bytes())
+
+    cal = copy.deepcopy(right)
+    first = cal.cells[index_of(cal, "ch01-exercise-1-answer")]
+    first.source += ("\n\nimport sys\n_keep_all = keep_all\n\n\ndef keep_all(layer):\n"
+                     "    print('a warning, on stderr', file=sys.stderr)\n"
+                     "    return _keep_all(layer)\n")
+    pasted = copy.deepcopy(cal.cells[index_of(cal, "ch01-exercise-2-check")])
+    pasted["id"] = "pasted-check"
+    del cal.cells[index_of(cal, "ch01-exercise-3-check")]
+    cal.cells.append(pasted)
+    nbformat.write(cal, students["cal"] / f"{ONE}.ipynb")
+
+    (students["cy"] / f"{ONE}.ipynb").write_text('{"cells": [ this is not JSON')
+    eve = with_code_first(right, (
+        "import os, shutil\n"
+        "for name in os.listdir('.'):\n"
+        "    shutil.rmtree(name) if os.path.isdir(name) else os.remove(name)"))
+    nbformat.write(with_code_first(eve, 'raise RuntimeError("a typo at the top")'),
+                   students["eve"] / f"Copy of {ONE}.ipynb")
+    nbformat.write(shipped(ONE), students["eve"] / f"{ONE}.ipynb")
+    (students["eve"] / "notes.txt").write_text("the student's own notes")
+    nbformat.write(answered(TWO), students["ivy"] / f"{ONE}.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),
+                   students["ivy"] / "scratch.ipynb")
+    (students["lee"] / f"{ONE}.ipynb").symlink_to(students["ana"] / f"{ONE}.ipynb")
+    (students["@x"] / "=HYPERLINK(1).ipynb").write_text("not JSON")
+
+    nbformat.write(with_code_first(right, (
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)  # deaf to interrupts\n"
+        "while True:\n    time.sleep(0.1)")), students["fay"] / f"{ONE}.ipynb")
+    gil = with_code_first(right, (
+        "import ctypes, signal, subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(900)', {MARK!r}],\n"
+        "                 start_new_session=True)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "ctypes.CDLL(None).sleep(1000)  # in C: deaf to every signal but SIGKILL"))
+    for _ in range(3):
+        gil = with_code_first(gil, "import time\ntime.sleep(1)")
+    nbformat.write(gil, students["gil"] / f"{ONE}.ipynb")
+    return students
+
+
+def processes_naming(*texts):
+    """The command lines of live processes that name any of `texts`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if any(text in line for text in texts):
+                found.append(line)
+    return found
+
+
+def read_rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
 
 
 @pytest.fixture(scope="module")
@@ -69,42 +242,46 @@ def graded(tmp_path_factory):
     folder = root / "submissions"
     outside = root / "beside.txt"
     outside.write_text("a file beside the submissions: it must survive")
-    students = {name: folder / name for name in
-                ["ana", "bob", "cy", "dee", "eve", "fay", "gil", "gus", "hal", "ivy"]}
-    for path in students.values():
-        path.mkdir(parents=True)
-    right = answered(ONE)
-    nbformat.write(right, students["ana"] / f"{ONE}.ipynb")
-    (students["bob"] / f"{ONE}.ipynb").write_bytes((STUDENT / f"{ONE}.ipynb").read_bytes())
-    (students["cy"] / f"{ONE}.ipynb").write_text('{"cells": [ this is not JSON')
-    nbformat.write(with_code_first(right, 'raise RuntimeError("a typo at the top")'),
-                   students["eve"] / f"{ONE}.ipynb")
-    nbformat.write(with_code_first(right, (
-        "import signal, time\n"
-        "signal.signal(signal.SIGINT, signal.SIG_IGN)  # deaf to interrupts\n"
-        "while True:\n    time.sleep(0.1)")), students["fay"] / f"{ONE}.ipynb")
-    slow = right
-    for _ in range(5):
-        slow = with_code_first(slow, "import time\ntime.sleep(12)")
-    nbformat.write(slow, students["gil"] / f"{ONE}.ipynb")
-    nbformat.write(with_code_first(right, (
-        "import os, shutil\n"
-        "for name in os.listdir('.'):\n"
-        "    shutil.rmtree(name) if os.path.isdir(name) else os.remove(name)")),
-        students["gus"] / f"{ONE}.ipynb")
-    (students["gus"] / "notes.txt").write_text("the student's own notes")
-    nbformat.write(right, students["hal"] / f"Copy of {ONE}.ipynb")
-    nbformat.write(answered(TWO), students["ivy"] / f"{ONE}.ipynb")
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),
-                   students["ivy"] / "scratch.ipynb")
-    before = tree(folder)
-    scratch = Path(tempfile.gettempdir())
-    scratch_before = sorted(scratch.glob("grading-*"))
-    grader.grade(folder, timeout=TIMEOUT, cell_timeout=CELL_TIMEOUT)
-    assert sorted(scratch.glob("grading-*")) == scratch_before, "scratch folders left"
-    with open(folder / "grades.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return dict(folder=folder, rows=rows, before=before, outside=outside)
+    build(root)
+    before = {name: tree(root / name) for name in LIMITS}
+    scratches = {name: root / f"scratch-{name}" for name in LIMITS}
+    for path in scratches.values():
+        path.mkdir()
+    seconds, run = {}, grader.run
+
+    def timed_run(command, *args, **kwargs):
+        """grader.run, timing each autograde by its student"""
+        start = time.monotonic()
+        try:
+            return run(command, *args, **kwargs)
+        finally:
+            for part in command:
+                if part.startswith("--student="):
+                    seconds[part.removeprefix("--student=")] = time.monotonic() - start
+
+    def grade(name):
+        timeout, cell_timeout = LIMITS[name]
+        grader.grade(root / name, timeout=timeout, cell_timeout=cell_timeout,
+                     scratch_root=scratches[name])
+
+    classes = [threading.Thread(target=grade, args=(name,)) for name in ["fay", "gil"]]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(grader, "run", timed_run)
+        for thread in classes:
+            thread.start()
+        try:
+            grade("submissions")
+        finally:
+            for thread in classes:
+                thread.join()
+    left = processes_naming(MARK, str(root))
+    for path in scratches.values():
+        assert list(path.iterdir()) == [], f"scratch folders left in {path}"
+        path.rmdir()
+    rows = read_rows(folder / "grades.csv") + read_rows(root / "gil" / "grades.csv")
+    rows += read_rows(root / "fay" / "grades-1.csv")
+    return dict(root=root, folder=folder, rows=rows, before=before, outside=outside,
+                seconds=seconds, left=left)
 
 
 def rows_of(graded, student):
@@ -114,17 +291,19 @@ def rows_of(graded, student):
 def test_columns_and_one_feedback_file_per_student(graded):
     assert list(graded["rows"][0]) == grader.COLUMNS
     names = {path.stem for path in (graded["folder"] / "feedback").glob("*.md")}
-    assert names == {"ana", "bob", "cy", "dee", "eve", "fay", "gil", "gus", "hal", "ivy"}
+    assert names == set(MAIN)
     assert "Total: 3 of 3 points." in (graded["folder"] / "feedback/ana.md").read_text()
 
 
 def test_nothing_but_the_grades_and_feedback_is_written(graded):
-    folder = graded["folder"]
-    after = {k: v for k, v in tree(folder).items()
-             if k != "grades.csv" and not k.startswith("feedback/")}
-    assert after == graded["before"], "a student's folder changed"
+    root = graded["root"]
+    for name, before in graded["before"].items():
+        after = {k: v for k, v in tree(root / name).items()
+                 if not re.match(r"(grades(-1)?\.csv|feedback(-1)?/[^/]*\.md)$", k)}
+        assert after == before, f"a student's folder of {name} changed"
     assert graded["outside"].read_text().endswith("must survive")
-    assert sorted(p.name for p in folder.parent.iterdir()) == ["beside.txt", "submissions"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "beside.txt", "fay", "gil", "submissions"]
 
 
 def test_all_correct_gets_full_marks(graded):
@@ -150,41 +329,27 @@ def test_not_json_and_empty_folder_each_get_a_row_saying_so(graded):
 
 
 def test_a_notebook_raising_at_the_top_is_graded_cell_by_cell(graded):
-    rows = rows_of(graded, "eve")
+    rows = rows_of(graded, "eve")[1:]
     # errors are allowed: the answers below the typo still run and pass, and
     # a row says what raised
     assert [r["points"] for r in rows] == ["0", "1", "1", "1"], rows
     assert rows[0]["exercise"] == "" and rows[0]["failure"] == (
         "outside the exercises, code cell 2 raised RuntimeError: a typo at the top "
         "(the checks ran anyway)")
-    assert all(r["failure"] == "" for r in rows_of(graded, "ana"))
 
 
-def test_a_cell_that_never_ends_is_stopped_and_says_so(graded):
-    rows = rows_of(graded, "fay")
-    assert [r["points"] for r in rows] == ["0"] * 3
-    assert all(r["failure"] == f"stopped: a cell ran longer than {CELL_TIMEOUT} s and "
-               "did not stop when interrupted (CellTimeoutError)" for r in rows), rows
-
-
-def test_a_notebook_that_never_ends_is_stopped_and_says_so(graded):
-    rows = rows_of(graded, "gil")
-    assert [r["points"] for r in rows] == ["0"] * 3
-    assert all(r["failure"] == f"timed out: the notebook ran longer than {TIMEOUT} s "
-               "and was stopped" for r in rows), rows
+def test_of_two_copies_of_a_chapter_the_answered_one_is_graded(graded):
+    rows = rows_of(graded, "eve")
+    assert rows[0]["notebook"] == f"{ONE}.ipynb" and rows[0]["failure"] == (
+        f"a second copy of {ONE}.ipynb, not graded: Copy of {ONE}.ipynb was graded "
+        "(3 answered cells against 0)")
+    assert {r["notebook"] for r in rows[1:]} == {f"{ONE}.ipynb (file: Copy of {ONE}.ipynb)"}
 
 
 def test_a_notebook_deleting_its_folder_deletes_only_its_copy(graded):
-    rows = rows_of(graded, "gus")
+    rows = rows_of(graded, "eve")[2:]
     assert [r["points"] for r in rows] == ["1", "1", "1"], rows
-    assert (graded["folder"] / "gus" / "notes.txt").is_file()
-
-
-def test_a_renamed_notebook_is_recognised_by_its_exercises(graded):
-    rows = rows_of(graded, "hal")
-    assert [r["notebook"] for r in rows] == [
-        f"{ONE}.ipynb (file: Copy of {ONE}.ipynb)"] * 3
-    assert [r["points"] for r in rows] == ["1", "1", "1"]
+    assert (graded["folder"] / "eve" / "notes.txt").is_file()
 
 
 def test_another_chapter_is_graded_as_that_chapter_and_a_stranger_is_not(graded):
@@ -195,6 +360,140 @@ def test_another_chapter_is_graded_as_that_chapter_and_a_stranger_is_not(graded)
                for r in chapter_two), chapter_two
     [stranger] = [r for r in rows if r["notebook"] == "scratch.ipynb"]
     assert stranger["failure"].startswith("not a student notebook of this book")
+
+
+def test_stderr_a_pasted_check_and_a_deleted_check(graded):
+    # a warning on stderr is no wrong answer; the pasted copy of check 2 does
+    # not make nbgrader refuse the notebook; check 3, deleted, scores 0
+    rows = rows_of(graded, "cal")
+    assert [(r["exercise"], r["points"], r["max_points"], r["failure"]) for r in rows] == [
+        ("1", "1", "1", ""), ("2", "1", "1", ""),
+        ("3", "0", "1", "check cell missing: the exercise's check cell was deleted")]
+
+
+def test_a_symbolic_link_is_not_followed(graded):
+    assert [r["failure"] for r in rows_of(graded, "lee")] == [
+        "a symbolic link, not graded (hand in the file itself)", "no notebook submitted"]
+
+
+def test_the_vandal_harms_nothing_and_scores_nothing(graded):
+    rows = rows_of(graded, "amy")
+    stray = rows[0]["failure"]
+    assert stray.startswith("outside the exercises, code cell 2 raised RuntimeError: report "), stray
+    report = json.loads(stray.split("report ", 1)[1].removesuffix(" (the checks ran anyway)"))
+    # /tmp is the sandbox's own tmpfs: writing there works and reaches nothing
+    assert report == dict(repo=0, venv=0, home=0, tmp=1, see=0, peer=0, peer_write=0,
+                          grader=0, net=0, mem=0, root=0, uid=grader.NOBODY,
+                          nproc=grader.PROCESSES, student="amy"), report
+    for place in [ROOT, Path(sys.prefix), Path.home(), Path("/tmp")]:
+        assert not (place / MARK).exists(), place
+    # the input transformer blanked the checks: they did not run, no points;
+    # a row tells the teacher
+    assert rows[1]["failure"] == (
+        "for the teacher: code cell 3 uses input_transformers_post, which can change "
+        "how the checks run or what they print; read the notebook")
+    assert [(r["exercise"], r["points"], r["max_points"]) for r in rows[2:]] == [
+        (str(n), "0", "1") for n in (1, 2, 3)]
+    for n, row in enumerate(rows[2:], 1):
+        assert row["failure"] == ("the check did not run or printed nothing (its line "
+                                  f"'Exercise {n}: passed' is missing)"), row
+
+
+def test_no_process_of_a_notebook_outlives_its_grading(graded):
+    assert graded["left"] == []
+
+
+def test_a_cell_that_never_ends_is_stopped_and_says_so(graded):
+    rows = rows_of(graded, "fay")
+    assert [r["points"] for r in rows] == ["0"] * 3
+    assert all(r["failure"] == f"stopped: a cell ran longer than {LIMITS['fay'][1]} s and "
+               "did not stop when interrupted (CellTimeoutError)" for r in rows), rows
+
+
+def test_a_notebook_stuck_in_c_is_stopped_at_its_time_out(graded):
+    rows = rows_of(graded, "gil")
+    timeout = LIMITS["gil"][0]
+    assert [r["points"] for r in rows] == ["0"] * 3
+    assert all(r["failure"] == f"timed out: the notebook ran longer than {timeout} s "
+               "and was stopped" for r in rows), rows
+    # nbgrader, the sandbox and the kernel are stopped, and the grader goes
+    # on, right at the time-out, though the C call sleeps 1000 s
+    assert timeout <= graded["seconds"]["gil"] < timeout + 5, graded["seconds"]
+
+
+def test_reserved_hidden_and_linked_folders_get_a_row_and_move_the_outputs(graded):
+    fay = graded["root"] / "fay"
+    rows = read_rows(fay / "grades-1.csv")
+    refused = {r["student"]: r["failure"] for r in rows if r["student"] != "fay"}
+    assert refused == {name: (
+        "not graded: the folder's name is hidden (starts with a dot) or one the grader "
+        "writes (grades.csv, feedback); rename the folder and grade again")
+        for name in [".hidden", "feedback", "grades.csv"]} | {"zoe": (
+            "not graded: the folder is a symbolic link; put the student's folder itself "
+            "in the class folder")}
+    assert sorted(p.name for p in (fay / "feedback-1").iterdir()) == ["fay.md"]
+
+
+def test_spreadsheet_formulas_are_escaped(graded):
+    text = (graded["folder"] / "grades.csv").read_text()
+    for name in SPREADSHEET:
+        assert f"\n'{name}," in text, name
+    assert ",'=HYPERLINK(1).ipynb," in text
+    assert grader.spreadsheet_safe("\tx") == "'\tx" and grader.spreadsheet_safe("a=b") == "a=b"
+    assert grader.spreadsheet_safe(1) == 1
+
+
+def test_cleaned_keeps_one_cell_per_id_with_the_source_metadata():
+    source = shipped(ONE)
+    notebook = copy.deepcopy(source)
+    check = index_of(notebook, "ch01-exercise-1-check")
+    notebook.cells[check].metadata["nbgrader"]["points"] = 100
+    notebook.cells.insert(2, copy.deepcopy(notebook.cells[check]))  # pasted above
+    stranger = copy.deepcopy(notebook.cells[check])
+    stranger.metadata["nbgrader"]["grade_id"] = "ch01-exercise-9-check"
+    notebook.cells.append(stranger)
+    del notebook.cells[index_of(notebook, "ch01-exercise-3-check")]
+    cleaned, missing = grader.cleaned(notebook, source)
+    assert missing == ["ch01-exercise-3-check"]
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cleaned.cells]
+    assert ids.count("ch01-exercise-1-check") == 1 and "ch01-exercise-9-check" not in ids
+    kept = cleaned.cells[ids.index("ch01-exercise-1-check")]
+    assert ids.index("ch01-exercise-1-check") > ids.index("ch01-exercise-1-answer")
+    assert kept.metadata["nbgrader"]["points"] == 1
+
+
+def test_hooks_are_flagged_in_the_students_cells_only():
+    source = shipped(ONE)
+    assert grader.hooks_touched(source, source) is None
+    notebook = with_code_first(source, "import sys, io\nsys.stdout = io.StringIO()")
+    assert grader.hooks_touched(notebook, source) == (2, "sys.stdout")
+    notebook = copy.deepcopy(source)  # a check is the grader's: nbgrader restores it
+    check = notebook.cells[index_of(notebook, "ch01-exercise-1-check")]
+    check.source = "import builtins\n" + check.source
+    assert grader.hooks_touched(notebook, source) is None
+
+
+def test_the_grading_notebook_of_the_student_edition_is_the_source(monkeypatch, tmp_path):
+    assert grader.source_notebook(ONE) == shipped(ONE)
+    marked = shipped(ONE)
+    marked.metadata["marked"] = True
+    nbformat.write(marked, tmp_path / "source.ipynb")
+    monkeypatch.setattr(tools.student, "grading_notebook",
+                        lambda stem: tmp_path / "source.ipynb", raising=False)
+    assert grader.source_notebook(ONE).metadata["marked"] is True
+    monkeypatch.setattr(tools.student, "grading_notebook", lambda stem: marked,
+                        raising=False)
+    assert grader.source_notebook(ONE).metadata["marked"] is True
+
+
+def test_the_kernel_gets_the_student_and_nothing_writable_but_its_folder(tmp_path):
+    argv = grader.sandbox_argv(tmp_path / "work", tmp_path / "ipc", "=ana", [tmp_path])
+    pairs = list(zip(argv, argv[1:]))
+    assert ("--setenv", "BOOK_STUDENT") in pairs and argv[argv.index("BOOK_STUDENT") + 1] == "=ana"
+    writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
+    assert writable == [str(tmp_path / "work"), str(tmp_path / "ipc")]
+    for flag in ["--unshare-net", "--unshare-pid", "--die-with-parent", "--clearenv"]:
+        assert flag in argv
 
 
 def test_chapter_is_read_from_the_exercise_cells():

@@ -1,6 +1,7 @@
 """Grade a class's student notebooks with nbgrader: `make grade SUBMISSIONS=folder`.
 
     python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120]
+                                 [--memory-mb 6000] [--scratch DIR]
 
 FOLDER holds one sub-folder per student, each with any of the student
 notebooks (book/student/), under any file name (Colab saves "Copy of
@@ -8,38 +9,112 @@ notebooks (book/student/), under any file name (Colab saves "Copy of
 
 - FOLDER/grades.csv: one row per exercise of each notebook graded (student,
   notebook, exercise, points, max_points, failure: the first line of what
-  went wrong), and one row per file that could not be graded and per student
-  with no notebook, saying why;
+  went wrong), and one row per file or folder that could not be graded and
+  per student with no notebook, saying why;
 - FOLDER/feedback/STUDENT.md: the same, for the student, with each failed
   check's message ("not yet: ...").
+A student folder that holds notebooks under a name the grader needs
+(`feedback`, `grades.csv`) or a hidden one (`.name`) is not graded, and a
+row says so; grades.csv and feedback/ then go to `grades-1.csv` and
+`feedback-1/` (the next free names).
 
 The grading is nbgrader's (the Jupyter project's grader, local, with its
 SQLite gradebook): the student notebooks carry its cell metadata (tools.
 student), each chapter is an nbgrader assignment whose source is the
-shipped student notebook, and `nbgrader autograde` runs each submission
-with the shipped checks put back in place of the student's copies (locked
-cells), per-cell time-outs interrupting a cell that runs too long, and
-errors allowed, so that one exercise's failure costs only its point. Each
-notebook is autograded in its own nbgrader course, in a scratch folder that
-holds a copy of the submission, with HOME and Jupyter's folders inside it,
-under a wall-clock time-out for the whole notebook: a notebook that loops
-forever, raises, deletes files or is not a notebook at all spoils only its
-own rows. Nothing else is written: the scratch folders are removed, the
-students' folders are only read.
+grading notebook of tools.student (`grading_notebook(stem)`, the student
+notebook whose checks keep their hidden tests; the shipped student
+notebook while that does not exist), and `nbgrader autograde` runs each
+submission with the source's checks put back in place of the student's
+copies (locked cells), per-cell time-outs interrupting a cell that runs too
+long, and errors allowed, so that one exercise's failure costs only its
+point. Before that the grader cleans the submission's nbgrader metadata: a
+pasted copy of a check (or answer) cell loses it (nbgrader refuses a
+notebook with two cells of one id), a cell whose id the source does not
+have loses it, and the others get the source's metadata back (a student
+cannot make a check worth 100 points or unlock it). A check cell the
+student deleted scores 0, "check cell missing".
 
 Why nbgrader: it grades a class locally, with no service to run, keeps
 grades in a SQLite gradebook, locks the checks, and time-limits cells.
 otter-grader grades a class only in Docker containers (`otter grade`); it
 runs without Docker only one notebook at a time (`otter run`).
 
-The chapter of a notebook is read from its exercise cells' ids
-(`ch01-exercise-1-check`), not from its file name.
+The sandbox. Only the student's code is untrusted, and it runs only in the
+kernel: nbgrader (its gradebook, the chapter templates, the executor
+nbclient) runs outside, as the grader, and starts each notebook's kernel
+through a kernel spec of its own whose command is bubblewrap (`bwrap`):
+- no network (--unshare-net; the kernel talks to nbclient over ZeroMQ
+  `ipc` sockets in a folder bound into the sandbox, since the sandbox has
+  its own loopback), its own PID, IPC and UTS namespaces, a new session,
+  and --die-with-parent: when the kernel exits or nbgrader is killed, every
+  process the notebook started dies with the namespace (a
+  `Popen(..., start_new_session=True)` included);
+- the whole file system read-only, with the class folder, the repository,
+  the home folder and the grader's scratch folders (gradebooks, templates,
+  other notebooks) hidden under empty tmpfs, the virtualenv and the Python
+  it is made from bound back read-only, a tmpfs /tmp, and two folders
+  writable: the notebook's own empty working folder and the folder of its
+  kernel's sockets;
+- run as the user `nobody` (uid 65534, by `setpriv` inside the sandbox,
+  every capability dropped, no new privileges), so that even a mistake in
+  the binds leaves it no root's rights, and under `prlimit` limits:
+  address space (--memory-mb), processes (per uid, so a fork bomb stops;
+  shared by the notebooks graded at once on the machine), file size, no
+  core files. (Run by a user other than root, the grader has bwrap make a
+  user namespace instead, and the kernel stays that user, without the
+  process limit, which would count all that user's processes);
+- the environment cleared, then HOME, TMPDIR, the CPU-kernel variables of
+  the book and BOOK_STUDENT=<the student's folder name> (the student
+  edition picks the student's variant of an exercise from it) set.
+nbgrader itself runs under an address-space limit too: nbclient keeps all
+a notebook prints, and a notebook printing without end must fail its own
+grading, not exhaust the grader's machine.
+A cell's time-out interrupts the kernel by a message (the kernel spec's
+`interrupt_mode`: a signal to bwrap would not reach the kernel). Every
+notebook's time-out kills nbgrader's process group; bwrap dies with it and the
+kernel's PID namespace with bwrap, whatever the kernel is doing (a C call
+that ignores signals included), and the grader returns at once: its output
+goes to a file, not a pipe a stray process could hold open.
+
+Why bubblewrap: it is a single small setuid-free program packaged by
+Debian, which runs a command in fresh namespaces with exactly the mounts
+given on its command line and nothing else to configure; the kernel spec
+calls it per kernel, and it needs no daemon. nsjail is not packaged by
+Debian 12 (built from source, configured in protobuf files) and firejail is a
+setuid-root program with a large default profile system meant for desktop
+applications, whose past privilege escalations make it a poor fit for a
+grader that runs as root.
+
+Reading the grade. nbgrader's gradebook lies outside the sandbox, so the
+notebook cannot write it; the grader reads it for each check's maximum, and
+gives a check its points only if the check cell in nbgrader's output
+notebook ran (it has an execution count), raised nothing and printed its
+success line `Exercise N: passed`: a check that did not run or printed
+nothing (a cell blanked by an input transformer the notebook installed, for
+one) scores 0. Points are never more than the check's maximum. A check that
+passed but wrote to stderr (a warning) keeps its point: nbgrader alone would
+give it 0 with no reason shown, and a deprecation warning is not a wrong
+answer. The known limit: the checks run in the student's kernel, so code in
+the notebook could still forge a check's output on purpose (replace
+`print`, or patch what a check calls); the restored checks, the success
+line and the error count make that a deliberate act; a row tells the
+teacher when a student's cell uses the hooks it would take (IPython's input
+or AST transformers, its events, sys.stdout, builtins), and hidden tests
+(in the grading notebook) check what the student cannot see.
+
+When a student hands in a chapter twice, the copy with more answered cells
+(answer cells changed from the stub) is graded, the first by name on a tie;
+a row names the other. The chapter of a notebook is read from its exercise
+cells' ids (`ch01-exercise-1-check`), not from its file name. grades.csv
+is safe to open in a spreadsheet: a cell starting with = + - @, a tab or a
+carriage return is prefixed with ' (OWASP's CSV injection advice).
 """
 import argparse
 import csv
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -49,11 +124,28 @@ from pathlib import Path
 
 import nbformat
 
+import tools.student
+from tools.book import ROOT
 from tools.student import STUDENT
 
 COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "failure"]
 GRADE_ID = re.compile(r"^ch(\d\d)-exercise-(\d+)-(check|answer)$")
-OWN_OUTPUTS = {"grades.csv", "feedback"}
+RESERVED = {"grades.csv", "feedback"}
+KERNEL = "book-sandbox"
+NOBODY = 65534
+MEMORY_MB = 6000
+GRADER_MEMORY_MB = 4000
+PROCESSES = 512
+FILE_MB = 1000
+TMP_MB = 1000
+PASSED = "Exercise {}: passed"
+UNSAFE_START = ("=", "+", "-", "@", "\t", "\r")
+HOOKS = re.compile(r"\b(input_transformers\w*|ast_transformers|events\.register|"
+                   r"set_custom_exc|register_magic\w*|sys\.(?:stdout|__stdout__|displayhook)|"
+                   r"builtins|__builtins__)\b")
+# the CPU-kernel variables of the book (tools.book.CPU_KERNELS) and the like,
+# passed into the sandbox
+PASS_THROUGH = ("ATEN_", "MKL_", "ONEDNN_", "OMP_", "LANG", "LC_")
 
 
 def shipped():
@@ -61,14 +153,30 @@ def shipped():
     return {int(path.name[:2]): path for path in sorted(STUDENT.glob("[0-9][0-9]_*.ipynb"))}
 
 
+def source_notebook(stem):
+    """The nbgrader source of chapter `stem`: tools.student's grading notebook
+    (checks with hidden tests) if it has one, else the shipped student notebook."""
+    make = getattr(tools.student, "grading_notebook", None)
+    if make is None:
+        return nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4)
+    made = make(stem)
+    if isinstance(made, (str, Path)):
+        return nbformat.read(made, as_version=4)
+    return nbformat.from_dict(made)
+
+
 def first_line(text):
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     return lines[0][:300] if lines else ""
 
 
+def grade_id_of(cell):
+    data = cell.get("metadata", {}).get("nbgrader", {})
+    return data.get("grade_id", "") if isinstance(data, dict) else ""
+
+
 def grade_ids(notebook):
-    return [cell.metadata.get("nbgrader", {}).get("grade_id", "")
-            for cell in notebook.cells]
+    return [grade_id_of(cell) for cell in notebook.cells]
 
 
 def chapter_of(notebook):
@@ -77,13 +185,12 @@ def chapter_of(notebook):
     return chapters.pop() if len(chapters) == 1 else None
 
 
-def checks_of(path):
-    """[(exercise number, grade id)] of a shipped student notebook."""
-    notebook = nbformat.read(path, as_version=4)
+def checks_of(notebook):
+    """[(exercise number, grade id)] of a source notebook's checks."""
     found = [(int(m[2]), m[0]) for m in map(GRADE_ID.match, grade_ids(notebook))
              if m and m[3] == "check"]
     if not found:
-        raise ValueError(f"{path.name}: no nbgrader check cell (run make generate)")
+        raise ValueError("no nbgrader check cell in the source notebook (run make generate)")
     return found
 
 
@@ -95,11 +202,142 @@ def error_line(cell):
     return ""
 
 
-def scratch_env(scratch):
-    """The environment of nbgrader and its kernels: every folder they write in
-    is inside `scratch`."""
+def stdout_lines(cell):
+    text = "".join(output.get("text", "") for output in cell.get("outputs", [])
+                   if output.get("output_type") == "stream" and output.get("name") == "stdout")
+    return [line.strip() for line in text.splitlines()]
+
+
+def answered_count(notebook, stubs):
+    """How many answer cells of `notebook` differ from the stubs ({grade id: source})."""
+    return sum(1 for cell in notebook.cells
+               if grade_id_of(cell) in stubs
+               and cell.source.strip() != stubs[grade_id_of(cell)].strip())
+
+
+def cleaned(notebook, source):
+    """`notebook` with nbgrader metadata only on one cell per id of `source`
+    (the source's metadata): for an answer, its first cell; for a check, the
+    first after the kept answer cell (else the first). Returns (notebook,
+    [grade ids of `source` missing from it])."""
+    wanted = {grade_id_of(cell): cell.metadata["nbgrader"] for cell in source.cells
+              if grade_id_of(cell)}
+    places = {}
+    for index, cell in enumerate(notebook.cells):
+        if grade_id_of(cell) in wanted:
+            places.setdefault(grade_id_of(cell), []).append(index)
+    keep = {}
+    for grade_id, indexes in places.items():
+        match = GRADE_ID.match(grade_id)
+        answer = keep.get(grade_id.replace("-check", "-answer"))
+        if match and match[3] == "check" and answer is None:
+            answer_places = places.get(grade_id.replace("-check", "-answer"), [])
+            answer = answer_places[0] if answer_places else None
+        after = [i for i in indexes if answer is None or i > answer]
+        keep[grade_id] = (after or indexes)[0]
+    kept = set(keep.values())
+    for index, cell in enumerate(notebook.cells):
+        if "nbgrader" in cell.get("metadata", {}):
+            grade_id = grade_id_of(cell)
+            if index in kept:
+                cell.metadata["nbgrader"] = json.loads(json.dumps(wanted[grade_id]))
+            else:
+                del cell.metadata["nbgrader"]
+    missing = [grade_id for grade_id in wanted if grade_id not in keep]
+    return notebook, missing
+
+
+def hooks_touched(notebook, source):
+    """(code cell number, what) of the first cell of `notebook` that is neither
+    a check nor a cell of `source` and uses IPython's or Python's hooks,
+    through which a notebook could blank or forge the checks; None if none."""
+    code_cells = [c for c in notebook.cells if c.cell_type == "code"]
+    own = {cell.source for cell in source.cells}
+    for number, cell in enumerate(code_cells, 1):
+        if grade_id_of(cell).endswith("-check") or cell.source in own:
+            continue
+        found = HOOKS.search(cell.source)
+        if found:
+            return number, found[0]
+    return None
+
+
+def spreadsheet_safe(value):
+    """`value`, prefixed with ' if a spreadsheet would run it as a formula."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(UNSAFE_START) else value
+
+
+# -- the sandbox ----------------------------------------------------------
+
+def _hidden_paths(extra):
+    """The folders the sandbox sees as empty: the temporary folders, the home
+    folders, the repository and `extra`, those inside another left out."""
+    paths = {Path("/tmp"), Path("/var/tmp"), Path("/root"), Path("/home"), Path("/run"),
+             Path.home(), ROOT, *extra}
+    paths = {Path(os.path.realpath(p)) for p in paths}
+    paths = {p for p in paths if p.is_dir() and p != Path("/")}
+    return sorted(p for p in paths if not any(q in p.parents for q in paths))
+
+
+def _dirs_to(path, hidden):
+    """`--dir` arguments for the folders between the hidden folder that holds
+    `path` and `path` (bwrap would make them readable by root alone)."""
+    holder = next((h for h in hidden if h in path.parents), None)
+    if holder is None:
+        return []
+    between = [p for p in reversed(path.parents) if holder in p.parents]
+    return [arg for p in between for arg in ("--dir", str(p))]
+
+
+def sandbox_argv(work, ipc, student, hide, memory_mb=MEMORY_MB):
+    """The kernel spec's command: ipykernel in bubblewrap (the module's
+    docstring), `work` its one writable folder, `ipc` the folder of its
+    sockets and connection file, `hide` more folders to hide."""
+    venv = Path(os.path.realpath(sys.prefix))
+    base = Path(os.path.realpath(sys.base_prefix))
+    python = venv / "bin" / "python"
+    hidden = _hidden_paths(hide)
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in hidden:
+        argv += ["--perms", "1777" if path == Path("/tmp") else "0755",
+                 "--size", str(TMP_MB * 2**20), "--tmpfs", str(path)]
+    for path, mode in [(venv, "--ro-bind"), (base, "--ro-bind"), (work, "--bind"),
+                       (ipc, "--bind")]:
+        argv += _dirs_to(path, hidden) + [mode, str(path), str(path)]
+    argv += ["--chdir", str(work), "--unshare-ipc", "--unshare-pid", "--unshare-net",
+             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+             "--new-session", "--clearenv"]
+    env = {key: value for key, value in os.environ.items() if key.startswith(PASS_THROUGH)}
+    env |= dict(HOME="/tmp", TMPDIR="/tmp", PATH=f"{venv}/bin:/usr/local/bin:/usr/bin:/bin",
+                MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/matplotlib", IPYTHONDIR="/tmp/ipython",
+                PYTHONDONTWRITEBYTECODE="1", BOOK_STUDENT=student)
+    for key, value in sorted(env.items()):
+        argv += ["--setenv", key, value]
+    # as root in the sandbox: copy the connection file (readable by root alone)
+    # to the sandbox's /tmp, then become nobody, without capabilities, limited.
+    # Run by another user, bwrap makes a user namespace and the kernel stays
+    # that user, without the process limit (it would count all their processes)
+    limits = [f"--as={memory_mb * 2**20}", f"--fsize={FILE_MB * 2**20}", "--core=0"]
+    become = ""
+    if os.geteuid() == 0:
+        limits.append(f"--nproc={PROCESSES}")
+        become = (f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+                  "--inh-caps=-all --bounding-set=-all --no-new-privs ")
+    else:
+        argv += ["--unshare-user"]
+    script = (
+        'cat "$1" > /tmp/.connection.json && chmod 0444 /tmp/.connection.json && shift && '
+        f"exec prlimit {' '.join(limits)} -- {become}"
+        f"{shlex.quote(str(python))} -m ipykernel_launcher -f /tmp/.connection.json "
+        '"$@"')
+    return argv + ["--", "/bin/sh", "-c", script, "sh", "{connection_file}"]
+
+
+def nbgrader_env(scratch):
+    """The environment of nbgrader: every folder it writes in is in `scratch`;
+    its one kernel spec is the sandbox's."""
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("JUPYTER", "IPYTHON", "MPL"))}
+           if not key.startswith(("JUPYTER", "IPYTHON", "MPL", "JPY", "PYTHONPATH"))}
     for name, sub in [("HOME", "home"), ("JUPYTER_CONFIG_DIR", "jupyter/config"),
                       ("JUPYTER_DATA_DIR", "jupyter/data"),
                       ("JUPYTER_RUNTIME_DIR", "jupyter/runtime"),
@@ -109,87 +347,100 @@ def scratch_env(scratch):
         env[name] = str(scratch / sub)
     # nbgrader runs `alembic` (its gradebook's migrations) from PATH
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["MPLBACKEND"] = "Agg"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
-def run(command, scratch, timeout):
-    """Run `command` in `scratch`, in its own process group, killed whole at
-    `timeout` seconds. Returns (exit code or None on time-out, output)."""
-    process = subprocess.Popen(command, cwd=scratch, env=scratch_env(scratch),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=timeout)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        return None, output
+def run(command, cwd, env_root, timeout, log, memory_mb=None):
+    """Run `command` in `cwd`, in its own process group, killed whole at
+    `timeout` seconds (bwrap dies with its parent, the kernel with bwrap),
+    its address space limited to `memory_mb` (default GRADER_MEMORY_MB:
+    nbclient keeps every output a notebook prints, so a notebook printing
+    without end makes nbgrader fail, not the machine run out of memory). The
+    limit is a soft one: the kernel's sandbox, started by nbgrader, sets its
+    own (raising a hard limit needs a capability root may lack in a container).
+    Output goes to the file `log`. Returns (exit code or None on time-out,
+    output)."""
+    memory_mb = memory_mb or GRADER_MEMORY_MB
+    command = ["prlimit", f"--as={memory_mb * 2**20}:unlimited", "--", *command]
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env_root),
+                                   stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            code = None
+    return code, Path(log).read_text(errors="replace")
 
 
 def nbgrader(*arguments):
     return [sys.executable, "-m", "nbgrader", *arguments,
-            "--db=sqlite:///gradebook.db", "--CourseDirectory.root=."]
+            "--db=sqlite:///gradebook.db", "--CourseDirectory.root=.", "--log-level=ERROR"]
 
 
 def assignment(stem, templates):
     """A scratch nbgrader course with the assignment `stem` generated (its
-    gradebook knows the shipped checks), made once per chapter in `templates`."""
-    course = templates / stem
+    gradebook knows the source's checks), made once per chapter in
+    `templates`. Returns (course folder, source notebook)."""
+    course = templates / stem / "course"
+    source_path = course / "source" / stem / f"{stem}.ipynb"
     if not course.is_dir():
-        source = course / "source" / stem
-        source.mkdir(parents=True)
-        shutil.copy(STUDENT / f"{stem}.ipynb", source / f"{stem}.ipynb")
-        code, output = run(nbgrader("generate_assignment", stem, "--force",
-                                    "--log-level=ERROR"), course, 300)
+        source_path.parent.mkdir(parents=True)
+        nbformat.write(source_notebook(stem), source_path)
+        code, output = run(nbgrader("generate_assignment", stem, "--force"), course,
+                           templates / stem / "env", 300, templates / stem / "log.txt")
         if code != 0:
-            shutil.rmtree(course, ignore_errors=True)
+            shutil.rmtree(templates / stem, ignore_errors=True)
             raise RuntimeError(f"nbgrader generate_assignment {stem} failed:\n{output}")
-        for scratch in ("home", "jupyter", "ipython", "matplotlib", "tmp"):
-            shutil.rmtree(course / scratch, ignore_errors=True)
-    return course
+    return course, nbformat.read(source_path, as_version=4)
 
 
-def autograde(notebook_path, stem, student, timeout, cell_timeout, templates):
-    """Autograde one submission in a course of its own, in a scratch folder.
-    Returns ({grade id: (points, max points)}, {grade id: failure}, problem,
-    stray): `problem` says why nothing could be graded, else ''; `stray` is
-    the first error outside the exercises that was not meant to happen."""
+def kernel_spec(data, argv):
+    spec = data / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps(dict(
+        argv=argv, display_name="Python 3 (grading sandbox)", language="python",
+        interrupt_mode="message")))
+
+
+def autograde(notebook, stem, student, limits, templates, hide):
+    """Autograde one submission (a notebook, cleaned) in a course of its own,
+    its kernel in the sandbox. Returns ({grade id: max points}, output
+    notebook or None, problem): `problem` says why nothing could be graded."""
+    timeout, cell_timeout, memory_mb = limits
+    course, _ = assignment(stem, templates)
     scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=templates))
     try:
-        shutil.copytree(assignment(stem, templates), scratch, dirs_exist_ok=True)
-        submitted = scratch / "submitted" / student / stem
+        shutil.copytree(course, scratch / "course")
+        submitted = scratch / "course" / "submitted" / student_id(student) / stem
         submitted.mkdir(parents=True)
-        shutil.copy(notebook_path, submitted / f"{stem}.ipynb")
-        code, output = run(nbgrader("autograde", stem, f"--student={student}", "--force",
-                                    f"--Execute.timeout={cell_timeout}",
-                                    "--log-level=ERROR"), scratch, timeout)
+        nbformat.write(notebook, submitted / f"{stem}.ipynb")
+        work, ipc = scratch / "work", scratch / "ipc"
+        for path in (work, ipc):
+            path.mkdir()
+            if os.geteuid() == 0:
+                os.chown(path, NOBODY, NOBODY)
+        kernel_spec(scratch / "env" / "jupyter" / "data",
+                    sandbox_argv(work, ipc, student, [templates, *hide], memory_mb))
+        code, output = run(nbgrader(
+            "autograde", stem, f"--student={student_id(student)}", "--force",
+            f"--Execute.timeout={cell_timeout}", f"--Execute.kernel_name={KERNEL}",
+            "--KernelManager.transport=ipc", f"--KernelManager.ip={ipc}/kernel",
+            f"--KernelManager.connection_file={ipc}/kernel.json",
+            "--KernelSpecManager.ensure_native_kernel=False"),
+            scratch / "course", scratch / "env", timeout, scratch / "log.txt")
         if code is None:
-            return {}, {}, (f"timed out: the notebook ran longer than {timeout} s and "
-                            "was stopped"), ""
-        graded = scratch / "autograded" / student / stem / f"{stem}.ipynb"
-        grades = read_grades(scratch / "gradebook.db", stem, student)
-        if code != 0 or not grades or not graded.is_file():
-            return {}, {}, why_not_graded(output, code, cell_timeout), ""
-        failures, answers, stray = {}, {}, ""
-        notebook = nbformat.read(graded, as_version=4)
-        code_cells = [c for c in notebook.cells if c.cell_type == "code"]
-        for number, cell in enumerate(code_cells, 1):
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-            match = GRADE_ID.match(grade_id)
-            if not match:
-                if (not stray and error_line(cell)
-                        and "raises-exception" not in cell.metadata.get("tags", [])):
-                    stray = f"code cell {number} raised {error_line(cell)}"
-                continue
-            line = error_line(cell)
-            if match[3] == "answer" and line:
-                answers[match[2]] = f"answer cell: {line}"
-            elif match[3] == "check" and line:
-                failures[grade_id] = answers.get(match[2]) or line
-        return grades, failures, "", stray
+            return {}, None, (f"timed out: the notebook ran longer than {timeout} s and "
+                              "was stopped")
+        graded = (scratch / "course" / "autograded" / student_id(student) / stem
+                  / f"{stem}.ipynb")
+        most = max_points(scratch / "course" / "gradebook.db", stem)
+        if code != 0 or not most or not graded.is_file():
+            return {}, None, why_not_graded(output, code, cell_timeout)
+        return most, nbformat.read(graded, as_version=4), ""
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -205,17 +456,56 @@ def why_not_graded(output, code, cell_timeout):
     return f"nbgrader could not grade it (exit code {code})"
 
 
-def read_grades(database, stem, student):
-    """{grade id: (points, max points)} from nbgrader's SQLite gradebook."""
+def max_points(database, stem):
+    """{grade id: max points} of the assignment in nbgrader's gradebook (the
+    grader's: the sandbox cannot write it)."""
     from nbgrader.api import Gradebook, MissingEntry
     if not database.is_file():
         return {}
     with Gradebook(f"sqlite:///{database}") as gradebook:
         try:
-            submission = gradebook.find_submission_notebook(stem, stem, student)
+            notebook = gradebook.find_notebook(stem, stem)
         except MissingEntry:
             return {}
-        return {grade.name: (grade.score, grade.max_score) for grade in submission.grades}
+        return {cell.name: float(cell.max_score) for cell in notebook.grade_cells}
+
+
+def verdicts(graded, checks, most):
+    """[(number, grade id, points, max points, failure)] read from nbgrader's
+    output notebook: a check scores only if it ran, raised nothing and
+    printed its success line. Also the first unexpected error outside the
+    exercises ('' if none)."""
+    cells = {}
+    answers, stray = {}, ""
+    code_cells = [c for c in graded.cells if c.cell_type == "code"]
+    for number, cell in enumerate(code_cells, 1):
+        grade_id = grade_id_of(cell)
+        match = GRADE_ID.match(grade_id)
+        if not match:
+            if (not stray and error_line(cell)
+                    and "raises-exception" not in cell.metadata.get("tags", [])):
+                stray = f"code cell {number} raised {error_line(cell)}"
+            continue
+        cells[grade_id] = cell
+        if match[3] == "answer" and error_line(cell):
+            answers[match[2]] = f"answer cell: {error_line(cell)}"
+    rows = []
+    for number, grade_id in checks:
+        top = most.get(grade_id, 1.0)
+        cell = cells.get(grade_id)
+        if cell is None:
+            failure = "check cell missing: the exercise's check cell was deleted"
+        elif error_line(cell):
+            failure = answers.get(str(number)) or error_line(cell)
+        elif cell.get("execution_count") is None or not cell.get("outputs"):
+            failure = ("the check did not run or printed nothing (its line "
+                       f"'{PASSED.format(number)}' is missing)")
+        elif PASSED.format(number) not in stdout_lines(cell):
+            failure = f"the check did not print '{PASSED.format(number)}'"
+        else:
+            failure = ""
+        rows.append((number, grade_id, min(top, top if not failure else 0), top, failure))
+    return rows, stray
 
 
 def student_id(folder_name):
@@ -225,60 +515,92 @@ def student_id(folder_name):
 
 def notebooks_in(folder):
     return sorted(path for path in folder.rglob("*")
-                  if path.is_file() and ".ipynb_checkpoints" not in path.parts
-                  and path.suffix == ".ipynb")
+                  if path.is_file() and not path.is_symlink()
+                  and ".ipynb_checkpoints" not in path.parts and path.suffix == ".ipynb")
 
 
-def grade_student(folder, timeout, cell_timeout, chapters, templates):
+def row(student, notebook="", failure="", exercise="", points=0, most=0):
+    return dict(student=student, notebook=notebook, exercise=exercise,
+                points=_number(points), max_points=_number(most), failure=failure)
+
+
+def read_notebook(path):
+    try:
+        return nbformat.read(path, as_version=4), ""
+    except (json.JSONDecodeError, UnicodeDecodeError, nbformat.reader.NotJSONError,
+            nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError,
+            OSError) as error:
+        return None, first_line(f"not a notebook, not graded: {type(error).__name__}: {error}")
+
+
+def grade_student(folder, limits, chapters, templates, hide):
     """The rows of one student's folder."""
     student = folder.name
-    rows, graded = [], {}
+    rows = []
     files = notebooks_in(folder)
+    links = sorted(p for p in folder.rglob("*") if p.is_symlink())
     others = sorted(path for path in folder.rglob("*") if path.is_file()
                     and path.suffix != ".ipynb" and ".ipynb_checkpoints" not in path.parts)
+    for link in links:
+        rows.append(row(student, str(link.relative_to(folder)),
+                        "a symbolic link, not graded (hand in the file itself)"))
     if not files:
         seen = f" (only {', '.join(p.name for p in others[:3])})" if others else ""
-        return [dict(student=student, notebook="", exercise="", points=0, max_points=0,
-                     failure=f"no notebook submitted{seen}")]
+        return rows + [row(student, failure=f"no notebook submitted{seen}")]
+    found = {}  # chapter: [(name, notebook)]
     for path in files:
         name = str(path.relative_to(folder))
-        try:
-            notebook = nbformat.read(path, as_version=4)
-        except (json.JSONDecodeError, UnicodeDecodeError, nbformat.reader.NotJSONError,
-                nbformat.ValidationError, ValueError, KeyError, TypeError) as error:
-            rows.append(dict(student=student, notebook=name, exercise="", points=0,
-                             max_points=0, failure=first_line(
-                                 f"not a notebook, not graded: {type(error).__name__}: {error}")))
+        notebook, problem = read_notebook(path)
+        if notebook is None:
+            rows.append(row(student, name, problem))
             continue
         chapter = chapter_of(notebook)
         if chapter not in chapters:
-            rows.append(dict(student=student, notebook=name, exercise="", points=0,
-                             max_points=0, failure="not a student notebook of this book "
-                             "(no exercise cells of a chapter), not graded"))
+            rows.append(row(student, name, "not a student notebook of this book "
+                            "(no exercise cells of a chapter), not graded"))
             continue
+        found.setdefault(chapter, []).append((name, notebook))
+    for chapter, copies in sorted(found.items()):
         stem = chapters[chapter].stem
-        if chapter in graded:
-            rows.append(dict(student=student, notebook=name, exercise="", points=0,
-                             max_points=0, failure=f"a second copy of {stem}.ipynb "
-                             f"(graded: {graded[chapter]}), not graded"))
-            continue
-        graded[chapter] = name
+        stubs = {grade_id_of(c): c.source for c in
+                 nbformat.read(chapters[chapter], as_version=4).cells
+                 if grade_id_of(c).endswith("-answer")}
+        counts = [answered_count(notebook, stubs) for _, notebook in copies]
+        best = max(range(len(copies)), key=lambda i: (counts[i], -i))
+        name, notebook = copies[best]
+        for index, (other, _) in enumerate(copies):
+            if index != best:
+                rows.append(row(student, other, (
+                    f"a second copy of {stem}.ipynb, not graded: {name} was graded "
+                    f"({counts[best]} answered cells against {counts[index]})")))
         shown = f"{stem}.ipynb" if name == f"{stem}.ipynb" else f"{stem}.ipynb (file: {name})"
-        checks = checks_of(chapters[chapter])
-        grades, failures, problem, stray = autograde(path, stem, student_id(student),
-                                                     timeout, cell_timeout, templates)
-        if stray:
-            rows.append(dict(student=student, notebook=shown, exercise="", points=0,
-                             max_points=0, failure=first_line(
-                                 f"outside the exercises, {stray} (the checks ran anyway)")))
+        rows += grade_notebook(notebook, stem, student, shown, limits, templates, hide)
+    return rows
+
+
+def grade_notebook(notebook, stem, student, shown, limits, templates, hide):
+    _, source = assignment(stem, templates)
+    checks = checks_of(source)
+    notebook, missing = cleaned(notebook, source)
+    most, graded, problem = autograde(notebook, stem, student, limits, templates, hide)
+    rows = []
+    if problem:
         for number, grade_id in checks:
-            points, most = grades.get(grade_id, (0, 1))
-            failure = problem or failures.get(grade_id, "")
-            if not problem and grade_id not in grades:
-                failure = "the exercise's check cell is missing from the notebook"
-            rows.append(dict(student=student, notebook=shown, exercise=number,
-                             points=_number(points), max_points=_number(most),
-                             failure=failure))
+            failure = ("check cell missing: the exercise's check cell was deleted"
+                       if grade_id in missing else problem)
+            rows.append(row(student, shown, failure, number, 0, most.get(grade_id, 1)))
+        return rows
+    found, stray = verdicts(graded, checks, most)
+    if stray:
+        rows.append(row(student, shown, first_line(
+            f"outside the exercises, {stray} (the checks ran anyway)")))
+    touched = hooks_touched(notebook, source)
+    if touched:
+        rows.append(row(student, shown, first_line(
+            f"for the teacher: code cell {touched[0]} uses {touched[1]}, which can change "
+            "how the checks run or what they print; read the notebook")))
+    for number, _, points, top, failure in found:
+        rows.append(row(student, shown, failure, number, points, top))
     return rows
 
 
@@ -297,43 +619,92 @@ def feedback(student, rows):
         if row["exercise"] == "":
             lines.append(f"- {where}: {row['failure']}")
         else:
-            verdict = ("passed" if row["points"] == row["max_points"] and not
-                       row["failure"].startswith(("answer", "timed", "nbgrader"))
+            verdict = ("passed" if row["points"] == row["max_points"] and not row["failure"]
                        else f"not yet ({row['failure'] or 'no points'})")
             lines.append(f"- {where}, exercise {row['exercise']}: "
                          f"{row['points']} of {row['max_points']}, {verdict}")
     return "\n".join(lines) + "\n"
 
 
-def grade(folder, timeout=600, cell_timeout=120):
+def free_name(folder, name):
+    """`name` in `folder`, or the first of name-1, name-2, ... (before the
+    suffix) not taken by something else than what the grader writes."""
+    stem, suffix = (name[:-4], ".csv") if name.endswith(".csv") else (name, "")
+    for n in range(1000):
+        path = folder / (name if n == 0 else f"{stem}-{n}{suffix}")
+        if not path.exists() or (suffix and path.is_file() and not path.is_symlink()) or (
+                not suffix and path.is_dir() and not path.is_symlink()
+                and not notebooks_in(path)):
+            return path
+    raise SystemExit(f"{folder}: no free name for {name}")
+
+
+def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=MEMORY_MB):
     """Grade every student's folder of `folder`; write grades.csv and
-    feedback/; return the rows."""
+    feedback/; return the rows. The scratch folders are made, and removed,
+    in `scratch_root` (default: $GRADE_SCRATCH, else the system's temporary
+    folder)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SystemExit(f"SUBMISSIONS={folder}: not a folder")
+    for name, value in [("timeout", timeout), ("cell_timeout", cell_timeout),
+                        ("memory_mb", memory_mb)]:
+        if not isinstance(value, int) or value < 1:
+            raise SystemExit(f"{name}={value!r}: a whole number of at least 1")
+    if shutil.which("bwrap") is None:
+        raise SystemExit("bubblewrap (bwrap) is missing: the notebooks run in its "
+                         "sandbox (Debian/Ubuntu: apt-get install bubblewrap)")
+    scratch_root = scratch_root or os.environ.get("GRADE_SCRATCH") or None
+    if scratch_root is not None and not Path(scratch_root).is_dir():
+        raise SystemExit(f"scratch folder {scratch_root}: not a folder")
     chapters = shipped()
-    students = sorted(path for path in folder.iterdir()
-                      if path.is_dir() and path.name not in OWN_OUTPUTS
-                      and not path.name.startswith("."))
-    if not students:
-        raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
+    grades_csv = free_name(folder, "grades.csv")
+    feedback_dir = free_name(folder, "feedback")
     rows, per_student = [], {}
-    templates = Path(tempfile.mkdtemp(prefix="grading-"))
+    skipped = []
+    students = []
+    linked = []
+    for path in sorted(folder.iterdir()):
+        if path.is_symlink() and path.is_dir():
+            linked.append(path.name)
+            continue
+        if path in (grades_csv, feedback_dir) or not path.is_dir() or path.is_symlink():
+            continue
+        if path.name.startswith(".") or path.name in RESERVED or re.fullmatch(
+                r"(grades-\d+\.csv|feedback-\d+)", path.name):
+            if notebooks_in(path):
+                skipped.append(path.name)
+            continue
+        students.append(path)
+    if not students and not skipped and not linked:
+        raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
+    for name in skipped:
+        rows.append(row(name, failure=(
+            "not graded: the folder's name is hidden (starts with a dot) or one the "
+            "grader writes (grades.csv, feedback); rename the folder and grade again")))
+    for name in linked:
+        rows.append(row(name, failure=(
+            "not graded: the folder is a symbolic link; put the student's folder itself "
+            "in the class folder")))
+    templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
+    hide = [folder, Path(scratch_root or tempfile.gettempdir())]
     try:
         for path in students:
             print(f"grading {path.name} ...", flush=True)
-            per_student[path.name] = grade_student(path, timeout, cell_timeout, chapters,
-                                                   templates)
+            per_student[path.name] = grade_student(
+                path, (timeout, cell_timeout, memory_mb), chapters, templates, hide)
             rows += per_student[path.name]
     finally:
         shutil.rmtree(templates, ignore_errors=True)
-    with open(folder / "grades.csv", "w", newline="") as handle:
+    with open(grades_csv, "w", newline="") as handle:
         writer = csv.DictWriter(handle, COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
-    (folder / "feedback").mkdir(exist_ok=True)
+        writer.writerows({key: spreadsheet_safe(value) for key, value in r.items()}
+                         for r in rows)
+    feedback_dir.mkdir(exist_ok=True)
     for name, its_rows in per_student.items():
-        (folder / "feedback" / f"{name}.md").write_text(feedback(name, its_rows))
+        (feedback_dir / f"{name}.md").write_text(feedback(name, its_rows))
+    print(f"wrote {grades_csv} and {feedback_dir}/", flush=True)
     return rows
 
 
@@ -344,11 +715,13 @@ def main(argv=None):
                         help="seconds a whole notebook may run (default 600)")
     parser.add_argument("--cell-timeout", type=int, default=120,
                         help="seconds one cell may run before it is interrupted (default 120)")
+    parser.add_argument("--memory-mb", type=int, default=MEMORY_MB,
+                        help=f"address space of a notebook's kernel (default {MEMORY_MB})")
+    parser.add_argument("--scratch", type=Path, default=None,
+                        help="folder to make the scratch folders in (default: "
+                        "$GRADE_SCRATCH, else the system's temporary folder)")
     args = parser.parse_args(argv)
-    grade(args.folder, args.timeout, args.cell_timeout)
-    where = args.folder / "grades.csv"
-    print(f"wrote {where} and {args.folder / 'feedback'}/")
-    print(where.read_text(), end="")
+    grade(args.folder, args.timeout, args.cell_timeout, args.scratch, args.memory_mb)
     return 0
 
 

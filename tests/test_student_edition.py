@@ -174,16 +174,19 @@ BOOK_SAYS = {
         'assert both_labels.count("AccumulateGrad") == 2',
         "assert recorded_input_shape(old_accumulator) == [10, 100]",
         "The second pass is refused",
-        "Only the leaf and the tensor with `retain_grad()` kept a `.grad`"],
+        "Only the leaf and the tensor with `retain_grad()` kept a `.grad`",
+        "No `.grad` existed, so there was nothing to slice"],
     "04_every_way_out": [
         "A closure and a kept exception hold the old graph as firmly",
         "The optimizer steps the *old* `Parameter`",
-        "This time the trap is loud"],
+        "This time the trap is loud",
+        "Only the ways that change the weight itself survive an **old loss kept alive**"],
     "05_variance_pruning": [
         "Eight cuts, from epoch 8 to epoch 22",
         "assert [w for _, w in SCHEDULE] == [192, 144, 108, 81, 60, 45, 33, 32]",
         "Not bit for bit, but within float32 rounding",
-        "**The difference is the compensation, not the criterion.**"],
+        "**The difference is the compensation, not the criterion.**",
+        "A masked neuron is not a removed one"],
     "06_any_layer_any_node": [
         "All three: `backward()` frees",
         "Same error: the optimizer never takes part",

@@ -40,8 +40,8 @@ nbgrader's own generator (`nbgrader generate_assignment`) is not used for
 this: it needs `### BEGIN SOLUTION` markers in the source notebook, which
 here is the book's chapter, read as it is in the book and in Colab; and it
 does neither the predictions nor the stubs' guards. The grader
-(tools.grade) uses it only to build its gradebook from the notebooks this
-module writes.
+(tools.grade) uses it only to build its gradebook, from `grading_notebook`
+(so that the locked checks it puts back carry their hidden tests).
 """
 import ast
 import copy

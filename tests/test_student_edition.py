@@ -1,13 +1,26 @@
-"""The student edition (book/student/, written by `make generate`).
+"""The student edition (book/student/, written by `make generate`) and the
+grader's source notebooks (`tools.student.grading_notebook`).
 
-It is committed, so Colab can open it from the repository (tests/test_generated.py
-holds it to what `make generate` writes today). Run as shipped, only the
-exercise checks fail; with the book's answers put back, every check passes.
-Both runs share one kernel per chapter (the book's one runner, tools.run): each check is
-run once after the student's stub (it must fail) and once more right after
-the book's answer is put back (it must pass).
+The student edition is committed, so Colab can open it from the repository
+(tests/test_generated.py holds it to what `make generate` writes today). It
+gives nothing away: a prediction's reveal cells keep no output and no
+assert, its explanation is folded, no check holds its expected value or a
+digest of it, and the hidden tests are only in the grader's notebook.
+
+Run as shipped, only the exercise checks fail. Each chapter's grader
+notebook is then run once, as a student whose variant differs from the
+book's (BOOK_STUDENT): after each check, every trick of TRICKS (an empty
+function, a fixed-width network, a model returned twice, an always-equal
+object, the book's value copied into another variant) is put in the answer
+cell and the hidden tests alone are run on it: each must fail; then an
+honest answer (the book's, or for a value, the one computed for this
+variant) and the whole check: it must pass. One kernel per chapter (the
+book's one runner, tools.run).
 """
+import ast
 import copy
+import hashlib
+import json
 import re
 
 import nbformat
@@ -18,21 +31,29 @@ from tools.book import ROOT, toc_notebooks
 from tools.run import run_alone
 
 CHAPTERS = toc_notebooks()
+UNFOLD = re.compile(r"<details>\n<summary>Explanation \(after you ran the cell\)</summary>"
+                    r"\n\n(.*?)\n\n</details>", re.S)
 
 
 def tags(cell):
     return cell.metadata.get("tags", [])
 
 
+def student_of(path):
+    return nbformat.read(student_edition.STUDENT / path.name, as_version=4)
+
+
 def as_in_the_book(student):
     """The student notebook's cells with what the edition adds taken out
-    again: the note under the title, the prediction cells, the tag of a
-    reveal cell (its outputs stay cleared)."""
+    again: the note under the title, the prediction cells, the folds of the
+    explanations, the tag of a reveal cell (its outputs stay cleared)."""
     cells = []
     for cell in copy.deepcopy(student.cells):
         if cell.cell_type == "markdown" and cell.source == student_edition.PREDICTION:
             continue
         cell.source = cell.source.replace("\n\n" + student_edition.BANNER, "")
+        if cell.cell_type == "markdown":
+            cell.source = UNFOLD.sub(r"\1", cell.source)
         if "reveals-prediction" in tags(cell):
             cell.metadata["tags"] = [t for t in tags(cell) if t != "reveals-prediction"]
             if not cell.metadata["tags"]:
@@ -41,17 +62,36 @@ def as_in_the_book(student):
     return cells
 
 
+def asserts_in(source):
+    """The assert statements of a code cell (IPython's % lines skipped)."""
+    code = "\n".join("pass" if re.match(r"\s*[%!]", line) else line
+                     for line in source.split("\n"))
+    return [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Assert)]
+
+
+def is_subsequence(short, long):
+    rest = iter(long)
+    return all(any(item == other for other in rest) for item in short)
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
 def test_student_edition_hides_every_answer_and_keeps_the_rest(path):
     book = nbformat.read(path, as_version=4)
-    student = nbformat.read(student_edition.STUDENT / path.name, as_version=4)
+    student = student_of(path)
     start = student_edition.exercises_start(book)
-    reveals = set(student_edition.reveal_cells(book).values())
+    revealing = {i for group in student_edition.reveal_groups(book).values() for i in group}
     kept = as_in_the_book(student)
     for index, (theirs, ours) in enumerate(zip(kept[:start], book.cells[:start])):
-        if index in reveals:
+        if index in revealing:
+            assert theirs.outputs == [] and theirs.execution_count is None, index
+            assert asserts_in(theirs.source) == [], f"cell {index} asserts an answer"
+            assert is_subsequence([line for line in theirs.source.split("\n")
+                                   if line.strip() != "pass"], ours.source.split("\n")), index
+            assert not set(student_edition.DESCRIBES_OUTPUT) & set(theirs.metadata), index
             ours = copy.deepcopy(ours)
-            ours.outputs, ours.execution_count = [], None
+            ours.outputs, ours.execution_count, ours.source = [], None, theirs.source
+            for key in student_edition.DESCRIBES_OUTPUT:
+                ours.metadata.pop(key, None)
         assert theirs == ours, f"cell {index} before the exercises differs"
     rest = kept[start:]
     answers = [c for c in rest if "answer" in tags(c)]
@@ -118,6 +158,108 @@ def test_student_notebook_says_what_it_is(path):
     assert "*File > Save a copy in Drive*" in first.source
 
 
+# What answers a prediction, as the book says it after the reveal (in an
+# explanation, an assert of a reveal cell, a caption, a heading or an
+# objective): none may be visible in a student notebook before the student
+# has run the cell, that is, anywhere but inside a folded explanation. Each
+# is in the book (BOOK_SAYS: so that the scan cannot pass by finding
+# nothing), or was reworded out of it (REWORDED).
+BOOK_SAYS = {
+    "01_reproduce_the_error": [
+        "raised by the **second** `x.backward()`",
+        "fails the same way: all it takes is the old graph"],
+    "02_where_the_error_is_raised": ["(each entry is 4, the sum of four ones)"],
+    "03_what_holds_the_old_shape": [
+        "but only **two** `AccumulateGrad` nodes in all",
+        'assert both_labels.count("AccumulateGrad") == 2',
+        "assert recorded_input_shape(old_accumulator) == [10, 100]",
+        "The second pass is refused",
+        "Only the leaf and the tensor with `retain_grad()` kept a `.grad`",
+        "No `.grad` existed, so there was nothing to slice"],
+    "04_every_way_out": [
+        "A closure and a kept exception hold the old graph as firmly",
+        "The optimizer steps the *old* `Parameter`",
+        "This time the trap is loud",
+        "Only the ways that change the weight itself survive an **old loss kept alive**"],
+    "05_variance_pruning": [
+        "Eight cuts, from epoch 8 to epoch 22",
+        "assert [w for _, w in SCHEDULE] == [192, 144, 108, 81, 60, 45, 33, 32]",
+        "Not bit for bit, but within float32 rounding",
+        "**The difference is the compensation, not the criterion.**",
+        "A masked neuron is not a removed one"],
+    "06_any_layer_any_node": [
+        "All three: `backward()` frees",
+        "Same error: the optimizer never takes part",
+        "assert len(holders) == 3"],
+    "07_tnvp_language_model": [
+        "Every token position is a sample",
+        "assert probe.stats[0].count.item() == 16 * 16"],
+}
+REWORDED = {
+    "01_reproduce_the_error": ["`test2` and `test3` work ("],
+    "03_what_holds_the_old_shape": ["two AccumulateGrad boxes, not four",
+                                    "joined at the top by a single weight AccumulateGrad"],
+    "05_variance_pruning": ["FLAP's criterion beats TNVP's"],
+}
+
+
+def visible_text(notebook):
+    """What a student sees before opening a fold: Markdown outside the
+    <details> boxes, code, outputs, and each cell's metadata."""
+    parts = []
+    for cell in notebook.cells:
+        source = cell.source
+        if cell.cell_type == "markdown":
+            source = re.sub(r"<details>.*?</details>", "", source, flags=re.S)
+        parts.append(source)
+        parts.append(json.dumps(cell.metadata))
+        for output in cell.get("outputs", []):
+            parts.append(json.dumps(output))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_no_prediction_is_answered_before_it_is_run(path):
+    book = nbformat.read(path, as_version=4)
+    book_text = "\n".join(c.source + json.dumps(c.metadata) for c in book.cells)
+    student_text = visible_text(student_of(path))
+    for phrase in BOOK_SAYS.get(path.stem, []):
+        assert phrase in book_text, f"the book no longer says {phrase!r}: update BOOK_SAYS"
+        assert phrase not in student_text, phrase
+    for phrase in REWORDED.get(path.stem, []):
+        assert phrase not in book_text and phrase not in student_text, phrase
+
+
+def test_a_planted_prediction_answer_is_found():
+    """The scan above, on planted cases: an explanation left unfolded, a
+    reveal cell's assert, and a caption in the metadata."""
+    stem = "03_what_holds_the_old_shape"
+    student = student_of(CHAPTERS[2])
+    unfolded = copy.deepcopy(student)
+    for cell in unfolded.cells:
+        cell.source = UNFOLD.sub(r"\1", cell.source)
+    assert any(p in visible_text(unfolded) for p in BOOK_SAYS[stem])
+    reveal = next(c for c in student.cells if "reveals-prediction" in tags(c))
+    reveal.source += '\nassert both_labels.count("AccumulateGrad") == 2'
+    reveal.metadata["mystnb"] = {"figure": {"caption": "two AccumulateGrad boxes, not four"}}
+    text = visible_text(student)
+    assert BOOK_SAYS[stem][1] in text and REWORDED[stem][0] in text
+
+
+def test_reveal_cells_lose_asserts_and_explanations_fold():
+    source = ("x = 1\nassert x == 1, (\n    'one')\nif x:\n    assert x\n"
+              "for i in range(2):\n    print(i)\n    assert i < 2\n%xmode Minimal\nprint(x)")
+    assert student_edition.without_asserts(source) == (
+        "x = 1\nif x:\n    pass\nfor i in range(2):\n    print(i)\n%xmode Minimal\nprint(x)")
+    folded = student_edition.folded_explanation(
+        "It is two.\n\nWhy two.\n\nNow the next one:\n\n**Predict.** How many?")
+    assert folded.startswith("<details>") and "Why two.\n\n</details>" in folded
+    assert folded.endswith("</details>\n\nNow the next one:\n\n**Predict.** How many?")
+    assert student_edition.folded_explanation("## A section\n\nText") == "## A section\n\nText"
+    assert student_edition.folded_explanation("It is two.\n\n## Next\n\nText").endswith(
+        "</details>\n\n## Next\n\nText")
+
+
 # Each exercise's expected value, as a check or an output would spell it. None
 # of them may appear in a student notebook's exercises, code and outputs
 # (EXPECTED), nor in the exercises' prompts (IN_PROMPTS: a prompt may offer
@@ -127,13 +269,29 @@ IN_PROMPTS = {"05_variance_pruning": ["must be unchanged"]}
 # exercise before the student reaches it).
 IN_TEXT = {"07_tnvp_language_model": ["uniformly among the", "scores 34"]}
 EXPECTED = {
-    "01_reproduce_the_error": ['"works"', "'works'"],
-    "02_where_the_error_is_raised": ["AddmmBackward0", "PermuteBackward0"],
+    "01_reproduce_the_error": ['"works"', "'works'", "-3.0", "== -3"],
+    "02_where_the_error_is_raised": ["AddmmBackward0", "PermuteBackward0",
+                                     "(1, 100): False", "(10, 1): False"],
     "03_what_holds_the_old_shape": ["[10, 100]", "(True, False)", "['bias', 'weight']",
                                     '["bias", "weight"]'],
     "06_any_layer_any_node": ["2.weight"],
-    "07_tnvp_language_model": ["len(VOCAB)", "vocabulary:"],
+    "07_tnvp_language_model": ["len(VOCAB)", "vocabulary:", "34.0", "== 34"],
 }
+# The same answers as values, as a digest check would have hashed them
+# (sha256 of repr, its first 12 hex digits, the way the old checks did).
+ANSWER_VALUES = {
+    "01_reproduce_the_error": ["works", -3.0],
+    "02_where_the_error_is_raised": ["AddmmBackward0", "PermuteBackward0",
+                                     {(1, 10, 100): True, (1, 100): False, (10, 1): False,
+                                      (3, 1, 10, 100): True}],
+    "03_what_holds_the_old_shape": [[10, 100], (True, False), ["bias", "weight"]],
+    "06_any_layer_any_node": ["parameter '2.weight'"],
+    "07_tnvp_language_model": ["34.00", 34.0],
+}
+
+
+def digest(value):
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:12]
 
 
 def leaked_answers(notebook, stem):
@@ -180,6 +338,60 @@ def test_a_planted_answer_is_found():
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_no_check_is_a_digest_oracle(path):
+    """No check compares a digest: no hash function, no hex digest in any
+    check cell of the student notebook or of the grader's; no digest of an
+    answer anywhere in the student notebook."""
+    student = student_of(path)
+    text = nbformat.writes(student)
+    for value in ANSWER_VALUES.get(path.stem, []):
+        assert digest(value) not in text, value
+    for notebook in (student, student_edition.grading_notebook(path.stem)):
+        for cell in notebook.cells:
+            if "exercise-check" in tags(cell):
+                assert not re.search(r"hashlib|sha256|md5|hexdigest", cell.source), cell.source
+                assert not re.search(r"\b[0-9a-f]{10,}\b", cell.source), cell.source
+
+
+def test_a_planted_digest_is_found():
+    student = student_of(CHAPTERS[0])
+    check = next(c for c in student.cells if "exercise-check" in tags(c))
+    check.source += f'\nassert hashlib.sha256(repr(result).encode()).hexdigest()[:12] == "{digest("works")}"'
+    assert digest("works") in nbformat.writes(student)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_grading_notebook_is_the_student_notebook_with_hidden_tests(path):
+    student = student_of(path)
+    grading = student_edition.grading_notebook(path.stem)
+    assert "HIDDEN TESTS" not in nbformat.writes(student)
+    answers = [c for c in grading.cells if "answer" in tags(c)]
+    checks = [c for c in grading.cells if "exercise-check" in tags(c)]
+    for answer, check in zip(answers, checks):
+        hidden = student_edition.HIDDEN_TESTS.findall(check.source)
+        assert len(hidden) == 1, check.source
+        # the hidden tests use the student's answer
+        used = {node.id for node in ast.walk(ast.parse(hidden[0])) if isinstance(node, ast.Name)}
+        assert set(student_edition.stub_names(answer.source)) & used, hidden[0]
+    stripped = copy.deepcopy(grading)
+    for cell in stripped.cells:
+        if "exercise-check" in tags(cell):
+            cell.source = student_edition.without_hidden_tests(cell.source)
+    assert stripped == student
+    book = nbformat.read(path, as_version=4)
+    book_checks = [c.source for c in book.cells if "exercise-check" in tags(c)]
+    assert [c.source.endswith(b) for c, b in zip(checks, book_checks)] == [True] * len(checks)
+
+
+def test_grading_notebook_refuses_what_is_not_a_chapter():
+    with pytest.raises(ValueError, match="no chapter"):
+        student_edition.grading_notebook("08_no_such_chapter")
+    with pytest.raises(TypeError):
+        student_edition.grading_notebook(1)
+    assert student_edition.grading_notebook(CHAPTERS[0].name).cells
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
 def test_setup_cell_installs_only_what_the_chapter_imports(path):
     from tools.copies import INSTALLABLE
     book = nbformat.read(path, as_version=4)
@@ -200,47 +412,164 @@ def test_chapter_pages_link_the_student_edition_in_colab():
         assert (ROOT / f"{student_docname(f'book/{path.stem}')}.ipynb").is_file()
 
 
-def with_answers_put_back(student, book):
-    """The student notebook with, after each check, the book's answer and the
-    check again (tagged `restored`)."""
+# Submissions that must not pass: {chapter: {exercise: [answer cell source]}},
+# each run against the exercise's hidden tests alone, as a student whose
+# variant is not the book's.
+STUDENT_ID = "student-7"
+ALWAYS_EQUAL = """
+class AlwaysEqual({base}):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = {base}.__hash__
+"""
+TRICKS = {
+    "01_reproduce_the_error": {
+        1: ["def keep_all(layer):\n    pass"],
+        2: ["def fixed_before_pruning(layer):\n    pass",
+            "def fixed_before_pruning(layer):\n    prune(layer)"],
+        3: ["predicted_grad = -3.0",
+            ALWAYS_EQUAL.format(base="float") + "\npredicted_grad = AlwaysEqual(-3.0)"]},
+    "02_where_the_error_is_raised": {
+        1: ['def feeding_node_name(loss, parameter):\n    return "TBackward0"',
+            ALWAYS_EQUAL.format(base="str")
+            + '\ndef feeding_node_name(loss, parameter):\n    return AlwaysEqual("TBackward0")'],
+        2: ["accepted = {}",
+            "accepted = {(1, 10, 100): True, (1, 100): False, (10, 1): False, "
+            "(3, 1, 10, 100): True}",
+            "accepted = {tuple(s): not isinstance(returned_gradient_outcome(INPUT_SHAPE, s), "
+            "tuple) for s in GRAD_SHAPES}"],
+        3: ["def test2_log():\n    return ['out of  TBackward0: [[10, 90]]']"]},
+    "03_what_holds_the_old_shape": {
+        1: ["def recorded_after_rebinding(layer, keep):\n    return [10, 100]",
+            "def recorded_after_rebinding(layer, keep):\n"
+            "    return [layer.out_features, layer.in_features]"],
+        2: ["def alive_with_grad_fn_only(layer):\n    return (True, False)"],
+        3: ["def stale_after_row_pruning(layer, keep):\n    return ['bias', 'weight']"]},
+    "04_every_way_out": {
+        1: ["def prune_columns_with_set_(layer, keep):\n    pass"],
+        2: ["def prune_both(deep, optimizer, keep_first, keep_second):\n"
+            "    widths = [deep[0].in_features, len(keep_first), len(keep_second),\n"
+            "              deep[4].out_features]\n"
+            "    for index, (n_in, n_out) in zip((0, 2, 4), zip(widths, widths[1:])):\n"
+            "        deep[index] = nn.Linear(n_in, n_out)\n"
+            "    optimizer.param_groups[0]['params'] = list(deep.parameters())\n"
+            "    optimizer.state.clear()"],
+        3: ["def backward_checked(loss_value, model):\n    pass",
+            "def backward_checked(loss_value, model):\n"
+            "    raise RuntimeError('stale: weight, bias')"]},
+    "05_variance_pruning": {
+        1: ["def window_stats(batches, window):\n"
+            "    variance, mean = torch.var_mean(torch.cat(batches[-window:]), dim=0,\n"
+            "                                    correction=0)\n"
+            "    return mean, variance"],
+        2: ["def prune_dead(model):\n"
+            "    model = copy.deepcopy(model)\n"
+            "    with torch.no_grad():\n"
+            "        model[0].weight[2] = 0.0\n"
+            "        model[0].bias[2] = -1.0\n"
+            "    prune_neurons(model[0], model[2], [0, 1, 3, 4, 5])\n"
+            "    return model, model"]},
+    "06_any_layer_any_node": {
+        1: ["blamed = \"parameter '2.weight'\"",
+            ALWAYS_EQUAL.format(base="str") + "\nblamed = AlwaysEqual(\"parameter '2.weight'\")"],
+        2: ["def train_with_history_fixed(steps):\n"
+            "    history.extend({'step': step, 'loss': 0.0} for step in range(steps))"],
+        3: ["torch.manual_seed(3)\nslim = make_cnn(3)\n"
+            "slim_sgd = torch.optim.SGD(slim.parameters(), lr=0.1, momentum=0.9)\n"
+            "slim(images).square().mean().backward()\nslim_sgd.step()"]},
+    "07_tnvp_language_model": {
+        1: ["def zero_head_perplexity(model):\n    return 34.0"],
+        2: ["def one_cut(seed):\n"
+            "    model = make_lm(seed)\n"
+            "    for block in model.blocks:\n"
+            "        block.ffn[0] = nn.Linear(block.ffn[0].in_features, 32)\n"
+            "        block.ffn[2] = nn.Linear(32, block.ffn[2].out_features)\n"
+            "    optimizer = torch.optim.Adam(model.parameters(), lr=CONFIG['lr'])\n"
+            "    train_steps(model, optimizer, DATA, seed, range(5), CONFIG)\n"
+            "    before = [p.detach().clone() for p in model.parameters()]\n"
+            "    train_steps(model, optimizer, DATA, seed, range(5, 6), CONFIG)\n"
+            "    return model, optimizer, before"]},
+}
+# Honest answers where the book's is a value of the book's variant: the
+# value computed for the student's own variant.
+HONEST = {
+    "01_reproduce_the_error": {3: "predicted_grad = -2.0 - EXTRA_PASSES"},
+    "02_where_the_error_is_raised": {
+        2: "accepted = {tuple(s): isinstance(returned_gradient_outcome(INPUT_SHAPE, s), tuple)\n"
+           "            for s in GRAD_SHAPES}"},
+}
+
+
+def test_every_exercise_has_tricks():
+    for path in CHAPTERS:
+        book = nbformat.read(path, as_version=4)
+        solutions = [c for c in book.cells if "solution" in tags(c)]
+        assert sorted(TRICKS[path.stem]) == list(range(1, len(solutions) + 1)), path.stem
+
+
+def code_cell(source, tag, number):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["tags"] = [tag]
+    cell.metadata["exercise"] = number
+    return cell
+
+
+def with_tricks_and_honest_answers(grading, book, stem):
+    """The grader's notebook with, after each check: each trick of TRICKS and
+    the hidden tests alone (tagged `trick`), then the honest answer and the
+    whole check (tagged `restored`)."""
     solutions = iter([c for c in book.cells if "solution" in tags(c)])
-    cells = []
-    for cell in student.cells:
+    cells, number = [], 0
+    for cell in grading.cells:
         cells.append(cell)
-        if "exercise-check" in tags(cell):
-            answer = copy.deepcopy(next(solutions))
-            again = copy.deepcopy(cell)
-            for extra in (answer, again):
-                extra.metadata["tags"] = ["restored"]
-                extra["id"] = f"restored-{len(cells)}"
-                cells.append(extra)
-    combined = copy.deepcopy(student)
+        if "exercise-check" not in tags(cell):
+            continue
+        number += 1
+        hidden = student_edition.HIDDEN_TESTS.search(cell.source).group(0)
+        for trick in TRICKS[stem][number]:
+            cells += [code_cell(trick, "trick", number), code_cell(hidden, "trick", number)]
+        honest = HONEST.get(stem, {}).get(number, next(solutions).source)
+        cells += [code_cell(honest, "restored", number),
+                  code_cell(cell.source, "restored", number)]
+    combined = copy.deepcopy(grading)
     combined.cells = cells
+    for index, cell in enumerate(combined.cells):
+        cell["id"] = f"cell-{index}"
     return combined
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
-def test_student_edition_runs_only_checks_fail_and_book_answers_pass(path, tmp_path):
+def test_tricks_fail_the_hidden_tests_and_honest_answers_pass(path, monkeypatch):
+    monkeypatch.setenv("BOOK_STUDENT", STUDENT_ID)
     book = nbformat.read(path, as_version=4)
-    student = nbformat.read(student_edition.STUDENT / path.name, as_version=4)
-    notebook = with_answers_put_back(student, book)
+    notebook = with_tricks_and_honest_answers(
+        student_edition.grading_notebook(path.stem), book, path.stem)
     nbformat.validate(notebook)
     result, notebook = run_alone(notebook, name=path.name, keep_going=True)
+    assert notebook is not None, result
     assert result["files_written"] == [], "the student notebook wrote files"
-    failed = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code"
+    cells = notebook.cells
+    failed = [i for i, c in enumerate(cells) if c.cell_type == "code"
               and any(o.output_type == "error" for o in c.outputs)]
-    expected = [i for i, c in enumerate(notebook.cells)
-                if {"raises-exception", "exercise-check"} & set(tags(c))]
-    assert failed == expected, "as shipped, exactly the exercise checks fail"
+    tests_of_tricks = [i for i, c in enumerate(cells) if "trick" in tags(c)
+                       and student_edition.HIDDEN_TESTS.match(c.source)]
+    shipped = [i for i, c in enumerate(cells)
+               if {"raises-exception", "exercise-check"} & set(tags(c))]
+    assert tests_of_tricks and set(tests_of_tricks) <= set(failed), (
+        "a trick passed the hidden tests: "
+        + str([cells[i - 1].source for i in tests_of_tricks if i not in failed]))
+    assert [i for i in failed if i not in tests_of_tricks and "trick" not in tags(cells[i])] \
+        == shipped, "as shipped, exactly the exercise checks fail; honest answers pass"
     verdicts = ["".join(o.get("text", "") for o in c.outputs).strip().splitlines()[-1:]
-                for c in notebook.cells
-                if "restored" in tags(c) and "Exercise" in c.source]
+                for c in cells if "restored" in tags(c) and "Exercise" in c.source]
     numbers = range(1, len(verdicts) + 1)
     assert verdicts == [[f"Exercise {n}: passed"] for n in numbers], verdicts
-    stubs = [c for c in notebook.cells if "answer" in tags(c)]
-    checks = [c for c in notebook.cells if "exercise-check" in tags(c)]
-    assert len(stubs) == len(checks) == len(verdicts)
-    for check in checks:
-        error = next(o for o in check.outputs if o.output_type == "error")
-        assert re.match(r"(NotImplementedError|AssertionError|AttributeError|TypeError)$",
-                        error.ename), (error.ename, error.evalue)
+    for index in shipped:
+        if "exercise-check" in tags(cells[index]):
+            error = next(o for o in cells[index].outputs if o.output_type == "error")
+            assert error.ename == "NotImplementedError", (error.ename, error.evalue)
+

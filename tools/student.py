@@ -9,8 +9,13 @@ From each chapter of _toc.yml:
   edition, where the answers go, and to save a copy in Drive first;
 - each prediction waits for the student: the cell that reveals a
   `**Predict.**` paragraph's answer (the first code cell after it with a
-  stored output) loses its output, and a Markdown cell "Your prediction"
-  comes before it;
+  stored output) and the code cells right after it (its reveal group) lose
+  their outputs, their `assert` lines (the book keeps them: they state the
+  answer) and any figure caption or alt text (which describe the output),
+  and a Markdown cell "Your prediction" comes before it; the paragraphs
+  that explain the result, from the Markdown cell after the group up to a
+  heading or the paragraph that leads to the next prediction, are folded
+  under "Explanation (after you ran the cell)";
 in the exercises only:
 - each answer cell (tagged `solution`) becomes a stub: the functions it
   defines keep their signature and docstring and raise NotImplementedError
@@ -21,6 +26,11 @@ in the exercises only:
   exercise, while the answer above is still a stub; its output is cleared,
   and it is marked as an nbgrader test cell worth one point, locked (the
   grader, tools.grade, runs the shipped check, not a student's edit of it);
+- each check cell's hidden tests (the lines from `### BEGIN HIDDEN TESTS`
+  to `### END HIDDEN TESTS`: they call the student's answer on inputs the
+  notebook never shows) are removed; `grading_notebook(stem)` is the same
+  student notebook with them kept, the source the grader (tools.grade)
+  gives nbgrader;
 - each `<details><summary>Solution N</summary> ... </details>` explanation is
   removed (a Markdown cell left empty is dropped).
 Every other cell, outputs included, is copied unchanged. The output is a
@@ -30,8 +40,8 @@ nbgrader's own generator (`nbgrader generate_assignment`) is not used for
 this: it needs `### BEGIN SOLUTION` markers in the source notebook, which
 here is the book's chapter, read as it is in the book and in Colab; and it
 does neither the predictions nor the stubs' guards. The grader
-(tools.grade) uses it only to build its gradebook from the notebooks this
-module writes.
+(tools.grade) uses it only to build its gradebook, from `grading_notebook`
+(so that the locked checks it puts back carry their hidden tests).
 """
 import ast
 import copy
@@ -39,7 +49,7 @@ import re
 
 import nbformat
 
-from tools.book import BOOK, chapter_number, render
+from tools.book import BOOK, chapter_number, render, toc_notebooks
 
 STUDENT = BOOK / "student"
 EXPLANATION = re.compile(
@@ -51,6 +61,14 @@ BANNER = (
     "The predictions wait for you too: write yours where it says *Your "
     "prediction*, then run the cell below it. In Colab, first *File > Save a "
     "copy in Drive*, so that your work is kept.")
+HIDDEN_TESTS = re.compile(
+    r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(?:\n|\Z)",
+    re.S | re.M)
+EXPLAINED = ("<details>\n<summary>Explanation (after you ran the cell)</summary>\n\n"
+             "{}\n\n</details>")
+# metadata of a reveal cell that describes its output (myst-nb's figure
+# caption, the image's alt text): dropped with the output
+DESCRIBES_OUTPUT = ("mystnb", "image")
 PREDICTION = ("**Your prediction** (write it here, double-click to edit, "
               "before you run the next cell): ...")
 
@@ -160,6 +178,89 @@ def reveal_cells(notebook):
     return found
 
 
+def without_hidden_tests(source):
+    """`source` without its nbgrader hidden tests."""
+    return HIDDEN_TESTS.sub("", source).rstrip("\n")
+
+
+def without_asserts(source):
+    """`source` without its `assert` statements (a block left with none
+    gets `pass`). IPython's `%` and `!` lines are kept as they are."""
+    lines = source.split("\n")
+    magic = re.compile(r"(\s*)[%!]")
+    parsable = "\n".join(magic.match(line).group(1) + "pass" if magic.match(line) else line
+                         for line in lines)
+    tree = ast.parse(parsable)
+    drop, to_pass = set(), {}
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            asserts = [n for n in body if isinstance(n, ast.Assert)]
+            if not asserts:
+                continue
+            if len(asserts) == len(body) and not isinstance(node, ast.Module):
+                first = asserts[0]
+                to_pass[first.lineno - 1] = " " * first.col_offset + "pass"
+                asserts = asserts[1:]
+                drop.update(range(first.lineno, first.end_lineno))
+            for a in asserts:
+                drop.update(range(a.lineno - 1, a.end_lineno))
+    out = [to_pass.get(i, line) for i, line in enumerate(lines)
+           if i in to_pass or i not in drop]
+    return "\n".join(out).strip("\n")
+
+
+def paragraphs(markdown):
+    """The blocks of `markdown` separated by blank lines (a fenced block is one)."""
+    blocks, current, fenced = [], [], False
+    for line in markdown.split("\n"):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if current:
+                blocks.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def folded_explanation(markdown):
+    """The Markdown cell after a reveal group with its explanation folded:
+    the paragraphs before the first heading, or before the paragraph that
+    leads to the next prediction (the one right before it), go inside a
+    <details> box. Unchanged when there is nothing to fold."""
+    blocks = paragraphs(markdown)
+    end = len(blocks)
+    for index, block in enumerate(blocks):
+        if block.startswith("#"):
+            end = index
+            break
+        if block.startswith(PREDICT) or f"\n{PREDICT}" in block:
+            end = max(index - 1, 0)
+            break
+    if end == 0:
+        return markdown
+    return "\n\n".join([EXPLAINED.format("\n\n".join(blocks[:end]))] + blocks[end:])
+
+
+def reveal_groups(notebook):
+    """{index of a reveal cell: indices of it and of the code cells right
+    after it, up to the next Markdown cell}."""
+    groups = {}
+    cells = notebook.cells
+    for reveal in reveal_cells(notebook).values():
+        group = [reveal]
+        while group[-1] + 1 < len(cells) and cells[group[-1] + 1].cell_type == "code":
+            group.append(group[-1] + 1)
+        groups[reveal] = group
+    return groups
+
+
 def with_banner(source):
     """The first Markdown cell with the student-edition note under its title."""
     lines = source.split("\n")
@@ -167,13 +268,20 @@ def with_banner(source):
     return "\n".join(lines[:title + 1] + ["", BANNER] + lines[title + 1:])
 
 
-def student_notebook(notebook, chapter=0):
-    """A new notebook: the chapter with its answers left to the student."""
+def student_notebook(notebook, chapter=0, hidden_tests=False):
+    """A new notebook: the chapter with its answers left to the student.
+    With `hidden_tests`, the check cells keep their hidden tests (the
+    grader's source notebook); without, they lose them (the student's)."""
     student = nbformat.from_dict(nbformat.v4.new_notebook())
     student.metadata = nbformat.from_dict(dict(notebook.metadata))
     student.nbformat, student.nbformat_minor = notebook.nbformat, notebook.nbformat_minor
     start = exercises_start(notebook)
-    reveals = set(reveal_cells(notebook).values())
+    groups = reveal_groups(notebook)
+    reveals = set(groups)
+    revealing = {index for group in groups.values() for index in group}
+    explained = {group[-1] + 1 for group in groups.values()
+                 if group[-1] + 1 < len(notebook.cells)
+                 and notebook.cells[group[-1] + 1].cell_type == "markdown"}
     answers, names = 0, []
     first_markdown = next(i for i, c in enumerate(notebook.cells)
                           if c.cell_type == "markdown")
@@ -186,7 +294,13 @@ def student_notebook(notebook, chapter=0):
             prediction["id"] = f"prediction-{cell.get('id', index)}"[:64]
             student.cells.append(prediction)
             cell.metadata["tags"] = list(tags(cell)) + ["reveals-prediction"]
+        if index in revealing:
             cell.outputs, cell.execution_count = [], None
+            cell.source = without_asserts(cell.source)
+            for key in DESCRIBES_OUTPUT:
+                cell.metadata.pop(key, None)
+        if index in explained and index < start:
+            cell.source = folded_explanation(cell.source)
         if index >= start:
             if cell.cell_type == "markdown":
                 cell.source = EXPLANATION.sub("\n\n", cell.source).strip("\n")
@@ -202,6 +316,8 @@ def student_notebook(notebook, chapter=0):
                 cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "answer")
                 cell.outputs, cell.execution_count = [], None
             elif "exercise-check" in tags(cell):
+                if not hidden_tests:
+                    cell.source = without_hidden_tests(cell.source)
                 if names:
                     cell.source = guard(names, answers) + cell.source
                 cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "check")
@@ -210,6 +326,27 @@ def student_notebook(notebook, chapter=0):
     if answers == 0:
         raise ValueError("no cell tagged 'solution' in the exercises")
     return student
+
+
+def chapter_path(stem):
+    """The chapter `stem` ('01_reproduce_the_error') of the toc, or a clear error."""
+    if not isinstance(stem, str):
+        raise TypeError(f"a chapter's stem is a string, got {stem!r}")
+    chapters = {path.stem: path for path in toc_notebooks()}
+    if stem.endswith(".ipynb"):
+        stem = stem[:-len(".ipynb")]
+    if stem not in chapters:
+        raise ValueError(f"no chapter {stem!r} in the toc; chapters: {', '.join(chapters)}")
+    return chapters[stem]
+
+
+def grading_notebook(stem):
+    """nbgrader's source notebook for chapter `stem`: the student notebook
+    (book/student/) with the hidden tests of its checks kept. Made from the
+    chapter as committed (generated: copies, setup cell and links in place)."""
+    path = chapter_path(stem)
+    return student_notebook(nbformat.read(path, as_version=4), chapter_number(path),
+                            hidden_tests=True)
 
 
 def editions(chapters):

@@ -177,3 +177,65 @@ def test_folded_cells_fold_in_colab_and_in_the_book(chapter):
         assert folded == form == titled, (
             f"cell {index}: hide-input {folded}, cellView form {form}, "
             f"# @title {titled}")
+
+
+MAX_VISIBLE_LINES = 40
+
+
+def folded(cell):
+    """Folded in the book and in Colab (see the test above)."""
+    return "hide-input" in tags(cell) or (
+        "remove-input" in tags(cell) and "study" in cell.metadata)
+
+
+def long_visible_cells(notebook, limit=MAX_VISIBLE_LINES):
+    """[(index, id, lines)] for each code cell a reader sees unfolded that is
+    longer than `limit` lines: show a short core, fold the hardened version."""
+    return [(index, cell.get("id"), len(cell.source.splitlines()))
+            for index, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code" and not folded(cell)
+            and len(cell.source.splitlines()) > limit]
+
+
+def test_no_visible_code_cell_is_longer_than_40_lines(chapter):
+    assert long_visible_cells(chapter) == []
+
+
+def test_the_length_check_finds_a_long_cell_and_lets_a_folded_one_pass():
+    notebook = nbformat.v4.new_notebook()
+    long_source = "\n".join(f"x{n} = {n}" for n in range(41))
+    notebook.cells = [nbformat.v4.new_code_cell("\n".join(long_source.splitlines()[:40])),
+                      nbformat.v4.new_code_cell(long_source)]
+    notebook.cells[1]["id"] = "too-long"
+    assert long_visible_cells(notebook) == [(1, "too-long", 41)]
+    notebook.cells[1].source = "# @title A long helper\n" + long_source
+    notebook.cells[1].metadata.update({"tags": ["hide-input"], "cellView": "form"})
+    assert long_visible_cells(notebook) == []
+
+
+# Ids that Jupyter or nbformat made up: a cell other chapters copy, or a
+# reader links to, needs a name that says what it holds (CONTRIBUTING.md).
+RANDOM_ID = re.compile(r"^[0-9a-f]{8}(-|$)|^[0-9a-f]{32}$")
+
+
+def random_ids(notebook):
+    return [(index, cell.get("id")) for index, cell in enumerate(notebook.cells)
+            if RANDOM_ID.match(cell.get("id") or "")]
+
+
+def test_no_cell_id_looks_random(chapter):
+    assert random_ids(chapter) == []
+
+
+def test_the_id_check_finds_made_up_ids_and_not_meaningful_ones():
+    notebook = nbformat.v4.new_notebook()
+    made_up = ["1fffcc2b", "6b6aea30-2c1d-4a4e-9d55-9a3e5c0c1b2f",
+               "0123456789abcdef0123456789abcdef"]
+    meaningful = ["prune-linear-pair", "cell-07", "facade-feed", "accumulate"]
+    notebook.cells = [nbformat.v4.new_code_cell("1") for _ in made_up + meaningful]
+    for cell, cell_id in zip(notebook.cells, made_up + meaningful):
+        cell["id"] = cell_id
+    assert [cell_id for _, cell_id in random_ids(notebook)] == made_up
+    fresh = nbformat.v4.new_code_cell("1")          # nbformat's own id: random
+    notebook.cells = [fresh]
+    assert random_ids(notebook) == [(0, fresh["id"])]

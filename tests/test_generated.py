@@ -50,7 +50,9 @@ def test_a_hand_edited_copy_is_rewritten(chapters):
 def test_a_source_edited_without_generating_leaves_its_copies_stale(chapters):
     edited = copy.deepcopy(chapters)
     source = next(c for c in edited[CH4].cells if c.get("id") == "prune-linear-pair")
-    source.source = source.source.replace("LBFGS is refused", "LBFGS is welcome")
+    before = source.source
+    source.source = source.source.replace("in place and atomically", "in place, not atomically")
+    assert source.source != before, "the edit must change the source, or the test proves nothing"
     regenerated = copies.with_generated_cells(edited)
     for path in (CH5, CH7):
         assert render(regenerated[path]) != render(edited[path]), path.name

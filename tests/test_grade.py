@@ -479,7 +479,11 @@ def test_hooks_are_flagged_in_the_students_cells_only():
 
 
 def test_the_grading_notebook_of_the_student_edition_is_the_source(monkeypatch, tmp_path):
-    assert grader.source_notebook(ONE) == shipped(ONE)
+    source = grader.source_notebook(ONE)
+    assert source == tools.student.grading_notebook(ONE)
+    hidden = [c for c in source.cells if tools.student.HIDDEN_TESTS.search(c.source)]
+    assert hidden, "the grader's source keeps the hidden tests"
+    assert not any(tools.student.HIDDEN_TESTS.search(c.source) for c in shipped(ONE).cells)
     marked = shipped(ONE)
     marked.metadata["marked"] = True
     nbformat.write(marked, tmp_path / "source.ipynb")

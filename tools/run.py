@@ -15,6 +15,7 @@ alone: a chapter that writes files fails.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,13 +42,18 @@ def clean_environment(venv=None):
 
 
 def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
-              timeout=900, name=None, nice=False):
+              timeout=3600, name=None, nice=False):
     """Run `notebook` (a path or a NotebookNode) alone; return (result, executed).
 
     `result` is execute_notebook.py's dict (status, cell, error, line,
     seconds, raised, new_stderr) plus `files_written` (names the run left
     beside the notebook); `executed` is the notebook with its new outputs.
+    A run that takes more than `timeout` seconds is stopped, kernel included,
+    and fails ("timed out after N s"; `executed` is None).
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if isinstance(notebook, (str, Path)):
         name = name or Path(notebook).name
         notebook = nbformat.read(notebook, as_version=4)
@@ -65,17 +71,25 @@ def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
             command.append("--keep-going")
         if nice:
             command = ["nice", "-n", "10", *command]
-        try:
-            done = subprocess.run(command, cwd=folder, env=clean_environment(venv),
-                                  capture_output=True, text=True, timeout=3600)
-        except subprocess.TimeoutExpired:
-            return {"status": "fail", "error": "timed out after 3600 s",
-                    "seconds": 3600, "raised": [], "new_stderr": []}, None
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        # a session of its own, stopped whole at the time-out; the kernel (in a
+        # session of its own too) ends itself when its parent has gone
+        with subprocess.Popen(command, cwd=folder, env=clean_environment(venv),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                return {"status": "fail", "error": f"timed out after {timeout} s",
+                        "seconds": timeout, "raised": [], "new_stderr": [],
+                        "files_written": []}, None
+        lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
         if not lines:
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
             return {"status": "fail", "error": f"runner failed: {tail}",
-                    "seconds": 0, "raised": [], "new_stderr": []}, None
+                    "seconds": 0, "raised": [], "new_stderr": [],
+                    "files_written": []}, None
         result = json.loads(lines[-1][len("RESULT "):])
         result["files_written"] = sorted(p.name for p in folder.iterdir() if p.name != name)
         executed = nbformat.read(output, as_version=4) if output.is_file() else None

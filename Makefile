@@ -73,13 +73,15 @@ NOTEBOOKS = $(shell $(PY) -m tools.book)
 # test reads the book that `book` builds). Each notebook, and each test
 # file, stays on one worker (--dist loadfile), but tests/conftest.py spreads
 # the browser test's page views over both and sends the longest files first
-# (--no-loadscope-reorder keeps the order it gives).
+# (--no-loadscope-reorder keeps the order it gives). One thread each
+# (OMP_NUM_THREADS=1, as the chapters' setup cells set): two workers, two
+# cores, and no thread of one waiting on a core the other holds.
 define run-tests
 rm -rf $(ALONE)
 for notebook in $(NOTEBOOKS); do \
   name=$$(basename $$notebook .ipynb); mkdir -p $(ALONE)/$$name; \
   cp $$notebook $(ALONE)/$$name/; done
-$(CPU_KERNELS) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder \
+$(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder \
   --durations=12 --nbval --nbval-current-env --nbval-cell-timeout=300 \
   --nbval-sanitize-with tests/sanitize.cfg \
   $(ALONE)/*/*.ipynb tests/

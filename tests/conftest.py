@@ -24,12 +24,14 @@ ALONE = ROOT / "_build" / "alone"
 # Files whose tests are spread over the workers one by one (each test opens
 # its own page; the browser and the server are per worker).
 SPREAD = ("tests/test_browser.py",)
-# The longest groups (seconds on a quiet two-core machine, from
-# `make test`'s --durations), longest first. Only the order depends on it.
+# The longest files (from `make test`'s --durations), longest first. Only
+# the order depends on it.
 LONGEST = (
+    "tests/test_grade.py",
     "05_variance_pruning.ipynb",
     "07_tnvp_language_model.ipynb",
-    "tests/test_grade.py",
+    "tests/test_chapter07.py",
+    "tests/test_chapter05.py",
 )
 
 

@@ -170,7 +170,9 @@ ci: setup dot ## every check of CI, as .ci/run and the GitHub workflow run it
 timed = start=$$(date +%s); $(MAKE) --no-print-directory $(2) && \
 	echo "ci: $(1) took $$(( $$(date +%s) - start )) s"
 
-ci-checks: setup dot ## `make ci` but the floor: its checks, one after the other
+# (No prerequisite of its own: under make -j, one with a recipe, such as
+# dot, would hold ci-checks back until `floor` ends; each part has its own.)
+ci-checks: ## `make ci` but the floor: its checks, one after the other
 	+@$(call timed,ruff,lint)
 	+@$(call timed,generated files,generate-check)
 	+@$(call timed,workflows (actionlint and zizmor),lint-workflows)

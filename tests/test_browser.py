@@ -40,7 +40,8 @@ of each scheme), at half the cost of four runs, axe being most of a view's
 time.
 
 `make test` spreads the views over both workers (each view is a test of its
-own; tests/conftest.py); each worker starts one browser and one server.
+own; tests/conftest.py sends them after every other file, so that each
+worker starts one browser and one server for all the views it runs).
 """
 import os
 import re
@@ -318,7 +319,7 @@ def svg_text_px(svg_path, shown_width):
     return min(sizes) * shown_width / view_width if sizes else None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def site():
     """The built book, served over HTTP with gzip from 127.0.0.1."""
     if not (HTML / "index.html").is_file():
@@ -328,7 +329,7 @@ def site():
     server.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(site):
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:

@@ -15,12 +15,17 @@ both workers share them (the scheduler below). The files are sent in the
 order given here: the longest first (LONGEST), then the others as
 collected, then the short spread views, which fill the two workers' ends.
 """
+import os
+import shutil
+import tempfile
+
 import nbformat
 import pytest
 
 from tools.book import ROOT, toc_notebooks
 
 ALONE = ROOT / "_build" / "alone"
+OWN_TMPDIR = pytest.StashKey[str]()
 # Files whose tests are spread over the workers one by one (each test opens
 # its own page; the browser and the server are per worker).
 SPREAD = ("tests/test_browser.py",)
@@ -33,6 +38,23 @@ LONGEST = (
     "tests/test_chapter07.py",
     "tests/test_chapter05.py",
 )
+
+
+def pytest_configure(config):
+    """Every temporary file of the run (tests, kernels, browsers, tools) in
+    a folder of the run's own, removed at its end: a test that looks for
+    what it left in the temporary folder sees only this run's files, never
+    another program's. (pytest's controller makes one, and each xdist
+    worker one inside it; SYSTEM_TMPDIR keeps the machine's, for the tests
+    that name it.)"""
+    os.environ.setdefault("SYSTEM_TMPDIR", tempfile.gettempdir())
+    own = tempfile.mkdtemp(prefix="book-tests-")
+    os.environ["TMPDIR"] = tempfile.tempdir = own
+    config.stash[OWN_TMPDIR] = own
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(config.stash.get(OWN_TMPDIR, None) or "/nonexistent", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

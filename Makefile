@@ -185,7 +185,8 @@ ci-checks: ## `make ci` but the floor: its checks, one after the other
 # result is reused). The venv, several GB, is kept for the next run (which
 # only checks it); `make clean` removes it. Its logs are printed when it ends.
 FLOOR_DIR := $(CURDIR)/_build/floor
-FLOOR = $(shell $(PY) -m tools.book --floor)
+# (read once, when first used)
+FLOOR = $(eval FLOOR := $$(shell $$(PY) -m tools.book --floor))$(FLOOR)
 FLOOR_ARGS = --venv-root $(FLOOR_DIR)/venvs --results $(FLOOR_DIR)/results.json \
              --table $(FLOOR_DIR)/matrix.md --min-free-gb 8
 

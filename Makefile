@@ -1,17 +1,21 @@
-# `make book` builds the HTML book, `make test` runs every test. Both create
-# .venv and install requirements.txt into it on first use. CONTRIBUTING.md
-# says which target to run after which change.
+# `make book` builds the HTML book, `make test` runs every test, `make ci`
+# runs every check of CI. Each creates .venv and installs requirements.txt
+# into it on first use. CONTRIBUTING.md says which target to run after which
+# change; `make help` lists the targets, from the `## ` note after each name.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: setup book book-strict test lint generate generate-check execute dot \
-        bench versions clean student lint-workflows publish-dry-run study \
-        lighthouse
+.PHONY: help setup book book-strict test test-only lint generate generate-check \
+        execute dot bench versions clean student lint-workflows publish-dry-run \
+        study lighthouse ci ci-checks floor clean-floor
 
-setup: $(STAMP)
+help: ## this list: every target, with what it does
+	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: $(STAMP) ## create .venv and install requirements.txt into it
 
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu installs requirements.txt's
 # torch from that index first (the CPU build, not PyPI's multi-GB CUDA build).
@@ -25,27 +29,27 @@ $(STAMP): requirements.txt
 	@touch $@
 
 # Builds from the outputs stored in the notebooks: no graphviz needed.
-book: setup
+book: setup ## build the HTML book under _build/html
 	$(VENV)/bin/jupyter-book build --quiet .
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # The same, with every Sphinx warning an error (used by CI).
-book-strict: setup
+book-strict: setup ## build the whole book, every Sphinx warning an error
 	$(VENV)/bin/jupyter-book build --all --warningiserror --keep-going --quiet .
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # Every file written from another: setup cells and helper copies in the
 # chapters, the student edition, the tables under book/_generated.
-generate: setup
+generate: setup ## write every generated file (copies, student edition, tables)
 	$(PY) -m tools.generate
 
 # Fails, naming the files, if a generated file differs from what
 # `make generate` would write (a copy edited by hand, a source edited alone).
-generate-check: setup
+generate-check: setup ## fail if a generated file differs from what `make generate` writes
 	$(PY) -m tools.generate --check
 
 # torchviz needs graphviz's `dot` to draw graphs when the chapters run.
-dot:
+dot: ## install graphviz's `dot` if it is missing (as root), or say how
 	@command -v dot >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
@@ -66,32 +70,44 @@ NOTEBOOKS = $(shell $(PY) -m tools.book)
 # Every test, on both cores: nbval (strict) over a copy of each chapter in a
 # folder of its own (so each runs alone, as in Colab; tests/conftest.py fails
 # the run if one writes a file there), and every test in tests/ (the browser
-# test reads the book that `book` builds).
-test: setup dot book
-	rm -rf $(ALONE)
-	for notebook in $(NOTEBOOKS); do \
-	  name=$$(basename $$notebook .ipynb); mkdir -p $(ALONE)/$$name; \
-	  cp $$notebook $(ALONE)/$$name/; done
-	$(CPU_KERNELS) $(PY) -m pytest -n 2 --dist loadfile --durations=12 \
-	  --nbval --nbval-current-env --nbval-cell-timeout=300 \
-	  --nbval-sanitize-with tests/sanitize.cfg \
-	  $(ALONE)/*/*.ipynb tests/
+# test reads the book that `book` builds). Each notebook, and each test
+# file, stays on one worker (--dist loadfile), but tests/conftest.py spreads
+# the browser test's page views over both and sends the longest files first
+# (--no-loadscope-reorder keeps the order it gives). One thread each
+# (OMP_NUM_THREADS=1, as the chapters' setup cells set): two workers, two
+# cores, and no thread of one waiting on a core the other holds.
+define run-tests
+rm -rf $(ALONE)
+for notebook in $(NOTEBOOKS); do \
+  name=$$(basename $$notebook .ipynb); mkdir -p $(ALONE)/$$name; \
+  cp $$notebook $(ALONE)/$$name/; done
+$(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder \
+  --durations=12 --nbval --nbval-current-env --nbval-cell-timeout=300 \
+  --nbval-sanitize-with tests/sanitize.cfg \
+  $(ALONE)/*/*.ipynb tests/
+endef
+
+test: setup dot book ## every test: nbval over each chapter alone, and tests/ (builds the book first)
+	$(run-tests)
+
+test-only: setup dot ## the tests of `make test` on the book as built (`make ci` builds it strictly first)
+	$(run-tests)
 
 # ruff over the Python files and the notebooks (settings in pyproject.toml).
-lint: setup
+lint: setup ## ruff over the Python files and the notebooks
 	$(VENV)/bin/ruff check .
 
 # Re-run chapters and store their new outputs (after editing one):
 #   make execute NOTEBOOKS_TO_RUN="book/04_every_way_out.ipynb"
 NOTEBOOKS_TO_RUN ?= $(NOTEBOOKS)
-execute: setup dot
+execute: setup dot ## re-run chapters and store their outputs (NOTEBOOKS_TO_RUN=...)
 	$(CPU_KERNELS) $(PY) -m tools.run --write $(NOTEBOOKS_TO_RUN)
 	$(PY) -m tools.generate
 
 # The pruning study: every comparison of chapters 5 and 7 over many seeds
 # (tools/study.py), at the CPU-kernel level of the stored outputs, cached
 # and resumable; then the chapters' stored-study cells are regenerated.
-study: setup
+study: setup ## the pruning study of chapters 5 and 7 over many seeds (cached)
 	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study
 	$(PY) -m tools.generate
 
@@ -103,11 +119,11 @@ study: setup
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-lighthouse: book node_modules/.package-lock.json
+lighthouse: book node_modules/.package-lock.json ## Lighthouse on every page, against a fresh template book
 	nice $(PY) -m tools.lighthouse
 
 # Inference speed of dense vs pruned models (timings: not part of `make test`).
-bench: setup
+bench: setup ## inference speed of dense vs pruned models
 	$(PY) -m benchmarks.tnvp_speed
 
 # Every chapter run alone on each torch release of torch_releases.txt (one
@@ -116,15 +132,18 @@ bench: setup
 # each release's wheel; both write files under book/_generated that
 # book/versions.md includes. Cached by the chapters' code and the pins
 # installed: a rerun only runs what changed.
-versions: setup
+versions: setup ## every chapter alone on each supported torch release (long)
 	nice -n 10 $(PY) -m tools.versions
 	nice -n 10 $(PY) -m tools.wheel_facts
 
 # The student edition is generated with everything else.
-student: generate
+student: generate ## the student edition (written by `make generate`)
 
-clean:
+clean: ## remove _build
 	rm -rf _build
+
+clean-floor: ## remove the torch floor's venv from the machine's cache
+	rm -rf $(FLOOR_DIR)
 
 # The GitHub workflows (and Dependabot's configuration), checked offline:
 # fails on any actionlint error and on any zizmor finding of medium severity
@@ -132,9 +151,64 @@ clean:
 # that keeps its token, ...). GITHUB_DIR=path checks another copy.
 GITHUB_DIR ?= .github
 
-lint-workflows: setup
+lint-workflows: setup ## actionlint and zizmor over the GitHub workflows
 	$(VENV)/bin/actionlint $(GITHUB_DIR)/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --min-severity medium $(GITHUB_DIR)
+
+# CI, the one definition: .ci/run (after installing graphviz and Chromium)
+# and the GitHub workflow's test job both run `make ci`. Two jobs at once:
+#   ci-checks: ruff, the generated files, the workflows, the book with every
+#     Sphinx warning an error, then every test on that book (not built again);
+#   floor: every chapter alone on the oldest supported torch; its venv is
+#     built (downloaded) from the start, and it runs niced, on what the
+#     others leave idle (the book's build uses one core; the tests' tail).
+# Each part prints its time, and `ci` the total.
+ci: setup dot ## every check of CI, as .ci/run and the GitHub workflow run it
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory -j2 ci-checks floor || status=$$?; \
+	echo "ci: make ci took $$(( $$(date +%s) - start )) s$$([ $$status = 0 ] || echo ', and FAILED')"; \
+	exit $$status
+
+# $(call timed,NAME,TARGET): make TARGET, then print how long it took.
+timed = start=$$(date +%s); $(MAKE) --no-print-directory $(2) && \
+	echo "ci: $(1) took $$(( $$(date +%s) - start )) s"
+
+# (No prerequisite of its own: under make -j, one with a recipe, such as
+# dot, would hold ci-checks back until `floor` ends; each part has its own.)
+ci-checks: ## `make ci` but the floor: its checks, one after the other
+	+@$(call timed,ruff,lint)
+	+@$(call timed,generated files,generate-check)
+	+@$(call timed,workflows (actionlint and zizmor),lint-workflows)
+	+@$(call timed,book with warnings as errors,book-strict)
+	+@$(call timed,tests,test-only)
+
+# Every chapter alone on the oldest supported torch (the first line of
+# torch_releases.txt), from PyPI as a reader installs it (or from
+# TORCH_INDEX), in a venv of the machine's cache, outside the clone
+# (tools/versions.py; no earlier result is reused). The venv, several GB
+# (a CUDA build of torch with its nvidia-* wheels), is built from nothing the
+# first time and kept for the next run and the next clone, which only check
+# it, as pip keeps its own cache; `make clean-floor` removes it. FLOOR_DIR=
+# moves it. Its logs are printed when it ends.
+FLOOR_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pruning-book/floor
+# (read once, when first used)
+FLOOR = $(eval FLOOR := $$(shell $$(PY) -m tools.book --floor))$(FLOOR)
+FLOOR_ARGS = --venv-root $(FLOOR_DIR)/venvs --results $(FLOOR_DIR)/results.json \
+             --table $(FLOOR_DIR)/matrix.md --min-free-gb 8
+
+floor: setup ## every chapter alone on the oldest supported torch (venv in the machine cache)
+	@rm -rf $(FLOOR_DIR)/results.json $(FLOOR_DIR)/matrix.md $(FLOOR_DIR)/*.log
+	@mkdir -p $(FLOOR_DIR)
+	@start=$$(date +%s); \
+	nice -n 10 $(PY) -m tools.versions --versions $(FLOOR) $(FLOOR_ARGS) --prepare \
+	  > $(FLOOR_DIR)/prepare.log 2>&1 || { cat $(FLOOR_DIR)/prepare.log; \
+	  echo "ci: the torch $(FLOOR) venv could not be built" >&2; exit 1; }; \
+	echo "ci: torch $(FLOOR) venv took $$(( $$(date +%s) - start )) s"; start=$$(date +%s); \
+	status=0; nice -n 10 $(PY) -m tools.versions --versions $(FLOOR) $(FLOOR_ARGS) --strict --keep \
+	  > $(FLOOR_DIR)/run.log 2>&1 || status=$$?; \
+	cat $(FLOOR_DIR)/run.log; cat $(FLOOR_DIR)/matrix.md 2>/dev/null || true; \
+	echo "ci: torch $(FLOOR) floor took $$(( $$(date +%s) - start )) s$$([ $$status = 0 ] || echo ', and FAILED')"; \
+	exit $$status
 
 # The Pages workflow's build job, run here on a scratch copy of HEAD with
 # REPOSITORY as GitHub sets it; then the built site is checked: Colab badges,
@@ -143,7 +217,7 @@ lint-workflows: setup
 # (tools/publish.py).
 REPOSITORY ?= someone/pruning-book
 
-publish-dry-run: setup
+publish-dry-run: setup ## the Pages workflow's build on a scratch copy, then its site checked
 	$(PY) -m tools.publish --repository $(REPOSITORY)
 
 # Grade a class with nbgrader (tools/grade.py): SUBMISSIONS is a folder with
@@ -159,7 +233,7 @@ SUBMISSIONS ?=
 GRADE_TIMEOUT ?= 600
 GRADE_CELL_TIMEOUT ?= 120
 GRADE_MEMORY_MB ?= 6000
-grade: setup
+grade: setup ## grade a class with nbgrader, each kernel sandboxed (SUBMISSIONS=folder)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder" >&2; exit 2; }
 	$(PY) -m tools.grade "$(SUBMISSIONS)" --timeout $(GRADE_TIMEOUT) \
 	  --cell-timeout $(GRADE_CELL_TIMEOUT) --memory-mb $(GRADE_MEMORY_MB)

@@ -1,23 +1,102 @@
-"""Shared fixtures, and the run-alone check of the notebooks nbval runs.
+"""Shared fixtures, the run-alone check of the notebooks nbval runs, and
+the order of the tests on `make test`'s two workers.
 
 `make test` gives nbval a copy of each chapter in a folder of its own
 (`_build/alone/<chapter>/`), so each chapter's kernel starts in a folder
 where nothing of this repository is importable, as in Colab. After the
 session, each such folder must still hold its notebook alone: a chapter
 that writes files fails the run.
+
+`make test` runs pytest on two workers with `--dist loadfile
+--no-loadscope-reorder`: each file's tests (a notebook's cells share one
+kernel, a test file its module fixtures) run on one worker, except those of
+SPREAD, the browser test's page views, which are each sent alone, so that
+both workers share them (the scheduler below). The files are sent in the
+order given here: the longest first (LONGEST), then the others as
+collected, then the short spread views, which fill the two workers' ends.
 """
+import os
+import shutil
+import tempfile
+
 import nbformat
 import pytest
 
 from tools.book import ROOT, toc_notebooks
 
 ALONE = ROOT / "_build" / "alone"
+OWN_TMPDIR = pytest.StashKey[str]()
+# Files whose tests are spread over the workers one by one (each test opens
+# its own page; the browser and the server are per worker).
+SPREAD = ("tests/test_browser.py",)
+# The longest files (from `make test`'s --durations), longest first. Only
+# the order depends on it.
+LONGEST = (
+    "tests/test_grade.py",
+    "05_variance_pruning.ipynb",
+    "07_tnvp_language_model.ipynb",
+    "tests/test_chapter07.py",
+    "tests/test_chapter05.py",
+)
+
+
+def pytest_configure(config):
+    """Every temporary file of the run (tests, kernels, browsers, tools) in
+    a folder of the run's own, removed at its end: a test that looks for
+    what it left in the temporary folder sees only this run's files, never
+    another program's. (pytest's controller makes one, and each xdist
+    worker one inside it; SYSTEM_TMPDIR keeps the machine's, for the tests
+    that name it.)"""
+    os.environ.setdefault("SYSTEM_TMPDIR", tempfile.gettempdir())
+    own = tempfile.mkdtemp(prefix="book-tests-")
+    os.environ["TMPDIR"] = tempfile.tempdir = own
+    config.stash[OWN_TMPDIR] = own
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(config.stash.get(OWN_TMPDIR, None) or "/nonexistent", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def notebooks():
     """{path: notebook} for every notebook in _toc.yml."""
     return {path: nbformat.read(path, as_version=4) for path in toc_notebooks()}
+
+
+def group_of(item):
+    """The file an item belongs to, relative to the checkout ('tests/x.py',
+    or the notebook's name for the copies under _build/alone)."""
+    path = item.path
+    if ALONE in path.parents:
+        return path.name
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        group = group_of(item)
+        if group in SPREAD:
+            return len(LONGEST) + 1
+        return LONGEST.index(group) if group in LONGEST else len(LONGEST)
+
+    items.sort(key=rank)    # stable: each file's tests keep their order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, but the tests of SPREAD each on their own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SpreadScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            file = nodeid.split("::", 1)[0]
+            return nodeid if file in SPREAD else file
+
+    return SpreadScheduling(config, log)
 
 
 def files_left_beside(notebook_paths):

@@ -1,5 +1,7 @@
 """The book's structure: toc, configuration, stored outputs."""
+import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -78,8 +80,11 @@ def test_first_code_cell_is_the_guarded_setup(notebooks):
 def machine_paths():
     """Folders of this machine that a stored output must not show: the
     checkout, the venv, the interpreter's prefix, home, the temp folder."""
+    # the machine's temporary folder (tests/conftest.py gives the run one of
+    # its own inside it) and the run's
+    system_tmp = Path(os.environ.get("SYSTEM_TMPDIR", tempfile.gettempdir()))
     return sorted({str(p) for p in (ROOT, Path(sys.prefix), Path(sys.base_prefix),
-                                    Path.home(), Path(tempfile.gettempdir()))
+                                    Path.home(), system_tmp, Path(tempfile.gettempdir()))
                    if len(p.parts) > 1} | {"/work/", "/root/"})
 
 
@@ -94,6 +99,18 @@ def test_no_machine_specific_text_in_stored_outputs(notebooks):
 
 def test_machine_paths_include_the_checkout_and_the_venv():
     assert str(ROOT) in machine_paths() and sys.prefix in machine_paths()
+    assert os.environ["SYSTEM_TMPDIR"] in machine_paths()
+
+
+def test_the_run_has_a_temporary_folder_of_its_own():
+    """tests/conftest.py: this run's temporary files, those of the programs
+    it starts too, go to a folder of its own inside the machine's."""
+    own = Path(tempfile.gettempdir())
+    assert own.name.startswith("book-tests-") and own.is_dir()
+    assert Path(os.environ["SYSTEM_TMPDIR"]) in own.parents
+    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert own in Path(child).parents
 
 
 def test_config_renders_stored_outputs_and_links_colab():

@@ -90,10 +90,8 @@ def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
 
 def test_github_workflows_test_and_publish_the_book():
     test, pages = workflow("test.yml"), workflow("pages.yml")
-    test_steps = [s.get("run", s.get("uses", "")) for s in test["jobs"]["test"]["steps"]]
-    assert any("make test" in s for s in test_steps)
-    assert any("make book-strict" in s for s in test_steps)
-    assert any("make lint-workflows" in s for s in test_steps)
+    runs = [s["run"].strip() for s in test["jobs"]["test"]["steps"] if "run" in s]
+    assert "make ci" in runs, "the test job runs CI's one definition"
     build = pages["jobs"]["build"]["steps"]
     assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@") for s in build)
     assert build[-1]["with"]["path"] == "_build/html"
@@ -127,7 +125,8 @@ def test_workflows_read_the_torch_pin_and_releases_from_their_files():
                        for r in torch_releases()), path.name
     # torch from PyTorch's CPU index, through the Makefile (requirements.txt's pin)
     for flow in (workflow("test.yml"), workflow("pages.yml")):
-        made = [s for s in steps(flow) if re.match(r"make (generate )?(test|book)\b", s.get("run", ""))]
+        made = [s for s in steps(flow)
+                if re.match(r"make (generate )?(test|book|ci)\b", s.get("run", ""))]
         assert made and any("whl/cpu" in s.get("env", {}).get("TORCH_INDEX", "")
                             for s in made)
     makefile = (ROOT / "Makefile").read_text()
@@ -169,6 +168,57 @@ def test_tests_run_on_the_pythons_readers_have():
     assert setup["with"]["python-version"] == "${{ matrix.python }}"
     readme = (ROOT / "README.md").read_text()
     assert re.search(r"3\.11, 3\.12 and 3\.13", readme)
+
+
+# --- CI: one definition, `make ci` --------------------------------------------
+
+def make(*args):
+    done = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), *args],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def make_commands(text):
+    """The `make ...` commands a shell script runs (comments left out)."""
+    lines = [line.split("#")[0] for line in text.splitlines()]
+    return [m[0].strip() for line in lines for m in re.finditer(r"\bmake\b[^;&|)]*", line)]
+
+
+def test_ci_run_and_the_workflow_both_run_make_ci():
+    """.ci/run installs the system packages, then runs `make ci` and no
+    other target; the GitHub test job runs `make ci` after its own packages."""
+    run = (ROOT / ".ci" / "run").read_text()
+    assert make_commands(run) == ["make ci"], make_commands(run)
+    job = workflow("test.yml")["jobs"]["test"]
+    commands = [c for s in job["steps"] if "run" in s for c in make_commands(s["run"])]
+    assert commands == ["make ci"], commands
+
+
+def test_make_commands_reads_a_script():
+    assert make_commands("apt-get x\nmake ci  # then make test\n(make lint && make book)") == [
+        "make ci", "make lint", "make book"]
+
+
+def test_make_ci_runs_every_check():
+    """`make -n ci` (what it would run, sub-makes expanded): each check."""
+    dry = make("-n", "ci")
+    for command in ("ruff check", "tools.generate --check", "actionlint", "zizmor",
+                    "jupyter-book build --all --warningiserror",
+                    "pytest -n 2 --dist loadfile", "--nbval", "tests/",
+                    f"tools.versions --versions {torch_releases()[0]}", "--strict"):
+        assert command in dry, command
+    # the tests reuse the book that book-strict built
+    assert dry.count("jupyter-book build") == 1, dry
+
+
+def test_make_help_lists_every_target_once():
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    phony = {name for line in re.findall(r"^\.PHONY:(.*)$", makefile, re.M)
+             for name in line.split()}
+    listed = [line.split()[0] for line in make("help").splitlines()]
+    assert sorted(listed) == sorted(phony)
+    assert {"ci", "test", "book", "help"} <= set(listed)
 
 
 # --- the actions: pinned, current, least permissions --------------------------

@@ -114,6 +114,8 @@ if __name__ == "__main__":
     import sys
     if sys.argv[1:] == ["--cpu-kernels"]:
         print(" ".join(f"{name}={value}" for name, value in CPU_KERNELS.items()))
+    elif sys.argv[1:] == ["--floor"]:
+        print(torch_releases()[0])
     else:
         for notebook in toc_notebooks():
             print(notebook.relative_to(ROOT))

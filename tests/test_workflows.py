@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tools import citation, publish
-from tools.book import ROOT, torch_pin, torch_releases
+from tools.book import ROOT, toc_notebooks, torch_pin, torch_releases
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 # The Citation File Format's schema 1.2.0, as cffconvert 2.0.0 ships it
@@ -100,8 +100,8 @@ def test_github_workflows_test_and_publish_the_book():
     assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
 
 
-def test_pages_workflow_builds_as_the_readme_says():
-    """`make book`, as in the README, after `make generate` (the notebooks'
+def test_pages_workflow_builds_with_make():
+    """`make book`, as a local build, after `make generate` (the notebooks'
     links to the book's pages are made from the address); besides the
     address, no step of its own."""
     build = workflow("pages.yml")["jobs"]["build"]["steps"]
@@ -109,7 +109,6 @@ def test_pages_workflow_builds_as_the_readme_says():
     assert runs == [pages_address_step(), next(s for s in build
                                                if s.get("name") == "Build the book")]
     assert runs[-1]["run"].strip() == "make generate book"
-    assert "make book" in (ROOT / "README.md").read_text()
     actions = [s["uses"].split("@")[0] for s in build if "uses" in s]
     assert actions == ["actions/checkout", "actions/setup-python",
                        "actions/upload-pages-artifact"]
@@ -166,8 +165,150 @@ def test_tests_run_on_the_pythons_readers_have():
     assert test["strategy"]["matrix"]["python"] == ["3.11", "3.12", "3.13"]
     setup = next(s for s in test["steps"] if s.get("uses", "").startswith("actions/setup-python@"))
     assert setup["with"]["python-version"] == "${{ matrix.python }}"
-    readme = (ROOT / "README.md").read_text()
-    assert re.search(r"3\.11, 3\.12 and 3\.13", readme)
+
+
+# --- every chapter alone in Colab's runtime ------------------------------------
+
+COLAB_IMAGE = "us-docker.pkg.dev/colab-images/public/runtime"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+# A stand-in for `docker` (no Docker engine here): it logs its arguments, one
+# JSON list a line; `run ... -m tools.book` runs tools.book with this Python;
+# `run ... -m tools.run NOTEBOOK` fails for the notebooks named in FAIL;
+# `buildx imagetools inspect` prints MANIFEST.
+FAKE_DOCKER = """#!{python}
+import json, os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["DOCKER_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if args[:3] == ["buildx", "imagetools", "inspect"]:
+    print(os.environ["MANIFEST"])
+elif args[0] == "run" and "-m" in args:
+    module = args[args.index("-m") + 1]
+    if module == "tools.book":
+        sys.exit(subprocess.run([sys.executable, "-m", "tools.book"]).returncode)
+    if module == "tools.run":
+        notebook = args[args.index("-m") + 2]
+        sys.exit(1 if notebook in os.environ.get("FAIL", "").split() else 0)
+"""
+
+
+def colab_job():
+    return workflow("colab.yml")["jobs"]["chapters"]
+
+
+def colab_step(name=None, step_id=None):
+    return next(s for s in colab_job()["steps"]
+                if (name and s.get("name") == name) or (step_id and s.get("id") == step_id))
+
+
+def run_colab_step(step, tmp_path, **env):
+    """Run a `run:` step of the Colab job here, in the repository's root,
+    with the job's and the step's environment and the stand-in docker."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER.format(python=sys.executable))
+    docker.chmod(0o755)
+    log, output, summary = (tmp_path / n for n in ("docker.log", "output", "summary"))
+    environ = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "DOCKER_LOG": str(log),
+               "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary),
+               **colab_job()["env"], **env}
+    for name, value in (step.get("env") or {}).items():
+        if name not in env:
+            raise AssertionError(f"the test must give {name} ({value})")
+    done = subprocess.run(publish.shell_command(step) + [step["run"]], cwd=ROOT,
+                          env=environ, text=True, capture_output=True)
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return done, calls, output
+
+
+def test_colab_job_runs_every_chapter_alone_in_colabs_image(tmp_path):
+    step = colab_step("Every chapter alone in Colab's runtime")
+    done, calls, _ = run_colab_step(step, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    image = colab_job()["env"]["LOCAL_IMAGE"]
+    chapters = [str(p.relative_to(ROOT)) for p in toc_notebooks()]
+    runs = [call for call in calls if "tools.run" in call]
+    # one fresh container per chapter, in the toc's order
+    assert [call[-1] for call in runs] == chapters
+    for call in calls:
+        assert call[:2] == ["run", "--rm"], call
+        assert call[call.index("--entrypoint") + 1] == "python3", call
+        assert f"{ROOT}:/book:ro" in call and image in call, call
+    for chapter in chapters:
+        assert f"{chapter}: pass" in done.stdout
+
+
+def test_colab_job_fails_on_a_failing_chapter_but_runs_the_others(tmp_path):
+    step = colab_step("Every chapter alone in Colab's runtime")
+    chapters = [str(p.relative_to(ROOT)) for p in toc_notebooks()]
+    done, calls, _ = run_colab_step(step, tmp_path, FAIL=chapters[1])
+    assert done.returncode != 0
+    assert [call[-1] for call in calls if "tools.run" in call] == chapters
+    assert f"{chapters[1]}: FAIL" in done.stdout
+    assert "chapters failed in Colab's runtime: 1" in done.stdout
+
+
+def test_colab_job_installs_nothing_the_chapters_do_not():
+    """Colab's Python and packages as they are: the chapters' first cells
+    install the rest."""
+    for step in colab_job()["steps"]:
+        assert not step.get("uses", "").startswith("actions/setup-python@")
+        run = step.get("run", "")
+        assert "requirements" not in run and "pip" not in run, step.get("name")
+
+
+def test_colab_image_is_pulled_by_its_digest(tmp_path):
+    job, step = colab_job(), colab_step(step_id="image")
+    assert job["env"]["IMAGE"] == COLAB_IMAGE
+    manifest = json.dumps({"mediaType": "application/vnd.oci.image.index.v1+json",
+                           "digest": DIGEST, "size": 1234})
+    done, calls, output = run_colab_step(step, tmp_path, MANIFEST=manifest)
+    assert done.returncode == 0, done.stderr
+    assert calls == [["buildx", "imagetools", "inspect", f"{COLAB_IMAGE}:latest",
+                      "--format", "{{json .Manifest}}"]]
+    assert output.read_text() == f"digest={DIGEST}\n"
+    # the text format instead of JSON, or JSON without a digest: no key
+    done, _, _ = run_colab_step(step, tmp_path, MANIFEST="MediaType: something else")
+    assert done.returncode != 0
+    done, _, _ = run_colab_step(step, tmp_path, MANIFEST='{"mediaType": "x"}')
+    assert done.returncode != 0 and "no digest" in done.stderr
+
+
+def test_colab_image_is_cached_by_its_digest(tmp_path):
+    steps = colab_job()["steps"]
+    restore = colab_step(step_id="cache")
+    save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
+    assert restore["uses"].startswith("actions/cache/restore@")
+    key = "colab-runtime-${{ steps.image.outputs.digest }}"
+    assert restore["with"] == save["with"] == {"path": "${{ env.ARCHIVE }}", "key": key}
+    assert save["if"] == "steps.cache.outputs.cache-hit != 'true'"
+    # restored, then saved, before the chapters run
+    names = [s.get("name") or s.get("id") or s["uses"] for s in steps]
+    assert (steps.index(restore) < steps.index(save)
+            < names.index("Every chapter alone in Colab's runtime"))
+    load = colab_step("The image, from the cache or pulled by digest")
+    assert load["env"] == {"DIGEST": "${{ steps.image.outputs.digest }}",
+                           "HIT": "${{ steps.cache.outputs.cache-hit }}"}
+    assert colab_job()["env"]["ARCHIVE"].startswith("/mnt/")  # the runner's larger disk
+    archive, local = tmp_path / "runtime.tar", colab_job()["env"]["LOCAL_IMAGE"]
+    inspect = ["image", "inspect", "--format", "{{.Id}} {{.Size}} bytes", local]
+    # a hit loads the archive, then deletes it to make room; a miss pulls by
+    # digest and writes the archive that actions/cache/save keeps
+    archive.write_text("")
+    (tmp_path / "hit").mkdir()
+    done, calls, _ = run_colab_step(load, tmp_path / "hit", DIGEST=DIGEST, HIT="true",
+                                    ARCHIVE=str(archive))
+    assert done.returncode == 0, done.stderr
+    assert calls == [["load", "--input", str(archive)], inspect]
+    assert not archive.exists()
+    (tmp_path / "miss").mkdir()
+    done, calls, _ = run_colab_step(load, tmp_path / "miss", DIGEST=DIGEST, HIT="false",
+                                    ARCHIVE=str(archive))
+    assert done.returncode == 0, done.stderr
+    assert calls == [["pull", f"{COLAB_IMAGE}@{DIGEST}"],
+                     ["tag", f"{COLAB_IMAGE}@{DIGEST}", local],
+                     ["save", "--output", str(archive), local], inspect]
 
 
 # --- CI: one definition, `make ci` --------------------------------------------
@@ -344,8 +485,6 @@ def test_licenses_are_there_and_named():
     assert "Creative Commons Attribution 4.0 International Public License" in content
     for section in ("Section 1 – Definitions.", "Section 8 – Interpretation."):
         assert section in content
-    readme = (ROOT / "README.md").read_text()
-    assert "LICENSE" in readme and "LICENSE-CONTENT" in readme
     footer = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["extra_footer"]
     assert "MIT" in footer and "CC BY 4.0" in footer
 

@@ -47,7 +47,12 @@ def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
     `result` is execute_notebook.py's dict (status, cell, error, line,
     seconds, raised, new_stderr) plus `files_written` (names the run left
     beside the notebook); `executed` is the notebook with its new outputs.
+    `timeout` (seconds) bounds each wait of the run: a cell, the kernel's
+    start, a cell's outputs after its reply.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise ValueError(f"timeout must be a whole number of seconds above 0, "
+                         f"got {timeout!r}")
     if isinstance(notebook, (str, Path)):
         name = name or Path(notebook).name
         notebook = nbformat.read(notebook, as_version=4)
@@ -60,7 +65,8 @@ def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
         folder.mkdir()
         output = Path(scratch) / "executed.ipynb"
         nbformat.write(notebook, folder / name)
-        command = [str(python), str(EXECUTE), name, "--output", str(output)]
+        command = [str(python), str(EXECUTE), name, "--output", str(output),
+                   "--timeout", str(timeout)]
         if keep_going:
             command.append("--keep-going")
         if nice:

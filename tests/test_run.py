@@ -1,0 +1,89 @@
+"""The runner's limits: every wait of a run alone has the one limit it is given.
+
+A kernel's start and a cell's outputs used nbclient's own limits (60 s to
+start, 4 s for the outputs after a cell's reply), whatever the runner was
+told: on a busy machine, under `nice`, a run could fail, or lose outputs,
+for reasons that were not the notebook's. These tests slow a kernel's start
+down on purpose and check that the limit given is the one that holds.
+"""
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from tools.run import EXECUTE, clean_environment, run_alone
+
+# Loaded by the kernel's interpreter (through PYTHONPATH) before anything
+# else: it holds the kernel's start back by SECONDS.
+SLOW_START = """
+import sys, time
+if any("ipykernel" in part for part in sys.orig_argv):
+    time.sleep(SECONDS)
+"""
+
+
+def one_cell_notebook(source):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells.append(nbformat.v4.new_code_cell(source))
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    return notebook
+
+
+def execute_with_slow_start(tmp_path, seconds, timeout):
+    """execute_notebook.py's result for a one-cell notebook whose kernel
+    starts `seconds` late, with --timeout `timeout`."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_START.replace("SECONDS", str(seconds)))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    nbformat.write(one_cell_notebook("print('ran')"), folder / "one.ipynb")
+    env = clean_environment()
+    env["PYTHONPATH"] = str(slow)
+    done = subprocess.run([sys.executable, str(EXECUTE), "one.ipynb", "--timeout", str(timeout)],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stderr[-2000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_a_kernel_start_is_held_to_the_timeout_given(tmp_path):
+    result = execute_with_slow_start(tmp_path, seconds=6, timeout=2)
+    assert result["status"] == "fail"
+    assert result["error"].startswith("the kernel did not start: RuntimeError"), result
+    assert "cell" not in result       # no cell is blamed for it
+
+
+def test_a_slow_kernel_start_within_the_timeout_passes(tmp_path):
+    # Slower than nbclient's own default would allow is not needed to show
+    # it: the same start passes when the limit given is longer than it.
+    result = execute_with_slow_start(tmp_path, seconds=6, timeout=60)
+    assert result["status"] == "pass", result
+
+
+def test_run_alone_passes_its_timeout_to_each_cell():
+    notebook = one_cell_notebook("import time\ntime.sleep(8)")
+    result, _ = run_alone(notebook, timeout=2)
+    assert result["status"] == "fail" and result.get("cell") == 1, result
+    assert "CellTimeoutError" in result["error"], result
+
+
+@pytest.mark.parametrize("timeout", [0, -5, 2.5, True, "900", None])
+def test_run_alone_refuses_a_timeout_that_is_not_whole_seconds(timeout):
+    with pytest.raises(ValueError, match="timeout must be a whole number of seconds"):
+        run_alone(one_cell_notebook("1"), timeout=timeout)
+
+
+def test_the_client_waits_for_outputs_as_long_as_for_a_cell():
+    sys.path.insert(0, str(EXECUTE.parent))
+    try:
+        import execute_notebook
+    finally:
+        sys.path.remove(str(EXECUTE.parent))
+    client = execute_notebook.client_for(one_cell_notebook("1"), timeout=123)
+    assert (client.timeout, client.startup_timeout, client.iopub_timeout) == (123, 123, 123)
+    # Outputs that do not come in time fail the run instead of being dropped.
+    assert client.raise_on_iopub_timeout is True

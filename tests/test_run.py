@@ -77,13 +77,42 @@ def test_run_alone_refuses_a_timeout_that_is_not_whole_seconds(timeout):
         run_alone(one_cell_notebook("1"), timeout=timeout)
 
 
-def test_the_client_waits_for_outputs_as_long_as_for_a_cell():
+def execute_notebook_module():
     sys.path.insert(0, str(EXECUTE.parent))
     try:
         import execute_notebook
     finally:
         sys.path.remove(str(EXECUTE.parent))
+    return execute_notebook
+
+
+def test_the_client_waits_for_outputs_as_long_as_for_a_cell():
+    execute_notebook = execute_notebook_module()
     client = execute_notebook.client_for(one_cell_notebook("1"), timeout=123)
     assert (client.timeout, client.startup_timeout, client.iopub_timeout) == (123, 123, 123)
     # Outputs that do not come in time fail the run instead of being dropped.
     assert client.raise_on_iopub_timeout is True
+
+
+def test_adjacent_pieces_of_a_stream_are_joined_in_order():
+    new = nbformat.v4
+    cell = new.new_code_cell("")
+    cell.outputs = [new.new_output("stream", name="stdout", text="a\n"),
+                    new.new_output("stream", name="stdout", text="b\n"),
+                    new.new_output("display_data", data={"text/plain": "picture"}),
+                    new.new_output("stream", name="stdout", text="c\n"),
+                    new.new_output("stream", name="stderr", text="d\n"),
+                    new.new_output("stream", name="stderr", text="e\n")]
+    execute_notebook_module().join_streams(cell)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in cell.outputs] == [
+        ("stream", "stdout", "a\nb\n"), ("display_data", None, None),
+        ("stream", "stdout", "c\n"), ("stream", "stderr", "d\ne\n")]
+
+
+def test_text_printed_in_pieces_is_stored_as_one_output():
+    # The kernel flushes printed text every 0.2 s: a pause splits it.
+    notebook = one_cell_notebook("import time\nprint('before')\ntime.sleep(1)\nprint('after')")
+    result, executed = run_alone(notebook)
+    assert result["status"] == "pass", result
+    assert [(o.output_type, o.text) for o in executed.cells[0].outputs] == [
+        ("stream", "before\nafter\n")]

@@ -20,6 +20,8 @@ own defaults for these two waits (60 s to start; 4 s for the outputs,
 after which it drops the rest without a word) are not used. A kernel that
 does not start is reported as such, not as a failure of a cell, and
 outputs that do not come in time fail the run instead of going missing.
+A cell's printed text is stored as one output per stream however many
+pieces the kernel sent it in (more pieces on a busier machine).
 """
 import argparse
 import json
@@ -65,6 +67,23 @@ def failing_line(client, notebook, cell):
     return lines[number - 1].strip() if 0 < number <= len(lines) else None
 
 
+def join_streams(cell):
+    """Join each run of adjacent stream outputs of one name (stdout,
+    stderr) into one output. The kernel sends a cell's printed text in
+    pieces, one each time its buffer is flushed (every 0.2 s): how many
+    pieces a cell's text comes in depends on how busy the machine is, what
+    the text says does not."""
+    joined = []
+    for output in cell.get("outputs", []):
+        last = joined[-1] if joined else None
+        if (output.output_type == "stream" and last is not None
+                and last.output_type == "stream" and last.name == output.name):
+            last.text += output.text
+        else:
+            joined.append(output)
+    cell.outputs = joined
+
+
 def client_for(notebook, keep_going=False, timeout=900):
     """The NotebookClient that runs `notebook`: `timeout` seconds for each
     wait (a cell, the kernel's start, a cell's outputs after its reply)."""
@@ -105,6 +124,9 @@ def execute(path, keep_going=False, timeout=900):
         elif isinstance(error, CellTimeoutError) and index is not None:
             result["cell"] = index + 1
     result["seconds"] = round(time.monotonic() - start, 1)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            join_streams(cell)
     result["raised"] = [index + 1 for index, cell in enumerate(notebook.cells)
                         if cell.cell_type == "code" and error_of(cell)]
     # Text on stderr where the stored run printed none: nbval fails on it.

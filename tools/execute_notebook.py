@@ -11,6 +11,17 @@ Without --keep-going it stops at the first cell that raises an error it is
 not tagged `raises-exception` for, and names that cell, its error and the
 line that raised. With --keep-going it runs every cell and lists the cells
 that raised. Its last line is `RESULT {json}`.
+
+Every wait has the one limit --timeout (seconds): a cell's run, the
+kernel's start and the outputs that follow a cell's reply. On a busy
+machine, and more so under `nice`, a kernel can take half a minute to
+start and a cell's outputs can come seconds after its reply; nbclient's
+own defaults for these two waits (60 s to start; 4 s for the outputs,
+after which it drops the rest without a word) are not used. A kernel that
+does not start is reported as such, not as a failure of a cell, and
+outputs that do not come in time fail the run instead of going missing.
+A cell's printed text is stored as one output per stream however many
+pieces the kernel sent it in (more pieces on a busier machine).
 """
 import argparse
 import json
@@ -56,17 +67,46 @@ def failing_line(client, notebook, cell):
     return lines[number - 1].strip() if 0 < number <= len(lines) else None
 
 
+def join_streams(cell):
+    """Join each run of adjacent stream outputs of one name (stdout,
+    stderr) into one output. The kernel sends a cell's printed text in
+    pieces, one each time its buffer is flushed (every 0.2 s): how many
+    pieces a cell's text comes in depends on how busy the machine is, what
+    the text says does not."""
+    joined = []
+    for output in cell.get("outputs", []):
+        last = joined[-1] if joined else None
+        if (output.output_type == "stream" and last is not None
+                and last.output_type == "stream" and last.name == output.name):
+            last.text += output.text
+        else:
+            joined.append(output)
+    cell.outputs = joined
+
+
+def client_for(notebook, keep_going=False, timeout=900):
+    """The NotebookClient that runs `notebook`: `timeout` seconds for each
+    wait (a cell, the kernel's start, a cell's outputs after its reply)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise ValueError(f"timeout must be a whole number of seconds above 0, "
+                         f"got {timeout!r}")
+    return NotebookClient(notebook, timeout=timeout, startup_timeout=timeout,
+                          iopub_timeout=timeout, raise_on_iopub_timeout=True,
+                          kernel_name="python3", record_timing=False,
+                          allow_errors=keep_going, resources={"metadata": {"path": "."}})
+
+
 def execute(path, keep_going=False, timeout=900):
     """(executed notebook, result dict) for the notebook file `path`."""
     notebook = nbformat.read(path, as_version=4)
     stored = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            record_timing=False, allow_errors=keep_going,
-                            resources={"metadata": {"path": "."}})
+    client = client_for(notebook, keep_going, timeout)
     result = {"status": "pass"}
     start = time.monotonic()
+    started, index = False, None
     try:
         with client.setup_kernel():
+            started = True
             for index, cell in enumerate(notebook.cells):
                 try:
                     client.execute_cell(cell, index)
@@ -79,7 +119,14 @@ def execute(path, keep_going=False, timeout=900):
     except (CellTimeoutError, DeadKernelError, RuntimeError) as error:
         result["status"] = "fail"
         result["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0]
+        if not started:
+            result["error"] = f"the kernel did not start: {result['error']}"
+        elif isinstance(error, CellTimeoutError) and index is not None:
+            result["cell"] = index + 1
     result["seconds"] = round(time.monotonic() - start, 1)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            join_streams(cell)
     result["raised"] = [index + 1 for index, cell in enumerate(notebook.cells)
                         if cell.cell_type == "code" and error_of(cell)]
     # Text on stderr where the stored run printed none: nbval fails on it.
@@ -96,7 +143,9 @@ def main():
     parser.add_argument("--output", help="write the executed notebook here")
     parser.add_argument("--keep-going", action="store_true",
                         help="run every cell, even after one raised")
-    parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    parser.add_argument("--timeout", type=int, default=900,
+                        help="seconds for each wait: a cell, the kernel's start, "
+                             "a cell's outputs")
     args = parser.parse_args()
     notebook, result = execute(args.notebook, args.keep_going, args.timeout)
     if args.output:

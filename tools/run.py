@@ -42,18 +42,22 @@ def clean_environment(venv=None):
 
 
 def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
-              timeout=3600, name=None, nice=False):
+              timeout=3600, cell_timeout=900, name=None, nice=False):
     """Run `notebook` (a path or a NotebookNode) alone; return (result, executed).
 
     `result` is execute_notebook.py's dict (status, cell, error, line,
     seconds, raised, new_stderr) plus `files_written` (names the run left
     beside the notebook); `executed` is the notebook with its new outputs.
-    A run that takes more than `timeout` seconds is stopped, kernel included,
-    and fails ("timed out after N s"; `executed` is None).
+    `cell_timeout` (whole seconds) bounds each wait of the run: a cell, the
+    kernel's start, a cell's outputs after its reply; the cell it stops is
+    named. `timeout` (whole seconds) bounds the run as a whole: a run that
+    takes longer is stopped, kernel included, and fails ("timed out after
+    N s"; `executed` is None).
     """
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not 0 < timeout < float("inf"):
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    for label, value in (("timeout", timeout), ("cell_timeout", cell_timeout)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{label} must be a whole number of seconds above 0, "
+                             f"got {value!r}")
     if isinstance(notebook, (str, Path)):
         name = name or Path(notebook).name
         notebook = nbformat.read(notebook, as_version=4)
@@ -66,7 +70,8 @@ def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
         folder.mkdir()
         output = Path(scratch) / "executed.ipynb"
         nbformat.write(notebook, folder / name)
-        command = [str(python), str(EXECUTE), name, "--output", str(output)]
+        command = [str(python), str(EXECUTE), name, "--output", str(output),
+                   "--timeout", str(cell_timeout)]
         if keep_going:
             command.append("--keep-going")
         if nice:

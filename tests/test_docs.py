@@ -26,6 +26,8 @@ NOT_PATHS = {
     "someone/pruning-book": "the GitHub repository `make publish-dry-run` pretends to be",
     "us-docker.pkg.dev/colab-images/public/runtime": "Colab's Docker image",
 }
+# the machine's folders (absolute, or in the home folder), not the repository's
+MACHINE_PATHS = ("/", "~/")
 SKIPPED_DIRS = {".git", ".venv", "_build", "node_modules", "__pycache__", ".pytest_cache"}
 
 
@@ -55,7 +57,7 @@ def named_paths(text):
         span = span.strip().split("#")[0]
         if (not span or any(c.isspace() for c in span) or "=" in span or "://" in span
                 or span in NOT_PATHS or PLACEHOLDER.search(span)
-                or span.startswith(CREATED)):
+                or span.startswith(CREATED) or span.startswith(MACHINE_PATHS)):
             continue
         if "/" in span or FILE_NAME.fullmatch(span) or span in TOP_LEVEL_NAMES:
             paths.append(span)
@@ -149,7 +151,8 @@ def test_the_checks_find_what_does_not_exist():
     text = ("Run `make book` and `make TORCH_INDEX=x -s no-such-target`; see\n"
             "`scripts/`, `tools/run.py`, `tools/gone.py`, `nowhere.md`, `Makefile`,\n"
             "`book/NN_name.ipynb`, `_build/html`, `someone/pruning-book`,\n"
-            "`https://x.org/a/b`, `a b/c`, `04_every_way_out.ipynb#prune-linear-pair`.\n"
+            "`https://x.org/a/b`, `a b/c`, `04_every_way_out.ipynb#prune-linear-pair`,\n"
+            "`/tmp`, `~/.cache/x` (the machine's, not the repository's).\n"
             "[guide](CONTRIBUTING.md) [lost](docs/lost.md) [out](https://x.org/y.md)\n"
             "`[chapter 2](02_gone.ipynb)` is code, not a link.\n"
             "```sh\nmake versions   # long\nmake other-missing\n```\n")

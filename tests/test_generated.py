@@ -342,8 +342,8 @@ def test_each_source_cell_names_the_chapters_that_copy_it(chapters):
     """The first line (under a title) of a copied cell names the chapters
     with a copy; the copies leave that line out; a cell no longer copied
     loses it."""
-    checks = cell_by_id(chapters[CH4], "pair-surgery-checks")
-    assert checks.source.split("\n")[0] == (
+    title, note = cell_by_id(chapters[CH4], "pair-surgery-checks").source.split("\n")[:2]
+    assert title.startswith("# @title ") and note == (
         "# Copied into chapters 5, 6 and 7 by `make generate`: edit it here, not in the "
         "copies.")
     loss = cell_by_id(chapters[BOOK / "01_reproduce_the_error.ipynb"], "question-loss")

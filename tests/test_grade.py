@@ -24,6 +24,9 @@ eve    the book's answers renamed as Colab saves a copy, a first code cell
 ivy    chapter 2's notebook under chapter 1's file name, and a notebook from
        elsewhere
 lee    only a symbolic link to ana's notebook
+tia    nothing but tricks: empty functions for exercises 1 and 2 (they
+       raise nothing), and the book's own value for exercise 3, which is not
+       tia's variant: zero
 =SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
        named =HYPERLINK(1).ipynb that is not JSON)
 fay's class: fay, a notebook that loops forever, deaf to interrupts (the
@@ -60,7 +63,12 @@ TWO = "02_where_the_error_is_raised"
 LIMITS = {"submissions": (300, 120), "fay": (300, 4), "gil": (20, 120)}
 MARK = f"vandal-{uuid.uuid4().hex[:12]}"
 SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
-MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", *SPREADSHEET]
+MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *SPREADSHEET]
+# tia's answers: what passes a check that only tests that nothing raises, and
+# the answer the book prints for its own variant
+TRICKS = {1: "def keep_all(layer):\n    pass",
+          2: "def fixed_before_pruning(layer):\n    pass",
+          3: "predicted_grad = -3.0"}
 
 
 def tags(cell):
@@ -204,6 +212,10 @@ def build(root):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),
                    students["ivy"] / "scratch.ipynb")
     (students["lee"] / f"{ONE}.ipynb").symlink_to(students["ana"] / f"{ONE}.ipynb")
+    tia = shipped(ONE)
+    for number, trick in TRICKS.items():
+        tia.cells[index_of(tia, f"ch01-exercise-{number}-answer")].source = trick
+    nbformat.write(tia, students["tia"] / f"{ONE}.ipynb")
     (students["@x"] / "=HYPERLINK(1).ipynb").write_text("not JSON")
 
     nbformat.write(with_code_first(right, (
@@ -309,6 +321,12 @@ def test_nothing_but_the_grades_and_feedback_is_written(graded):
     assert graded["outside"].read_text().endswith("must survive")
     assert sorted(p.name for p in root.iterdir()) == [
         "beside.txt", "fay", "gil", "submissions"]
+
+
+def test_a_submission_made_of_tricks_scores_zero(graded):
+    rows = rows_of(graded, "tia")
+    assert [(r["exercise"], r["points"]) for r in rows] == [("1", "0"), ("2", "0"), ("3", "0")], rows
+    assert all(r["failure"] for r in rows), "each lost point says why"
 
 
 def test_all_correct_gets_full_marks(graded):

@@ -13,9 +13,11 @@ font, and without fetching the theme's whole icon fonts. Reads the book
 """
 import pytest
 
-from tests.test_browser import CHROMIUM, FLAGS, HTML, INTRO, VIEWS
+from tests.test_browser import CHROMIUM, INTRO, VIEWS, browser, site  # noqa: F401
 from tools.book import ROOT, toc_entries, toc_notebooks
-from tools.serve import serve
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
 
 ICONS = """() => Array.from(document.querySelectorAll(
     '[class*="fa-"], .fa, .fas, .far, .fab')).map((icon) => {
@@ -97,24 +99,6 @@ GUIDE = next(f"{entry}.html" for entry in toc_entries() if entry.endswith("teach
 PAGES = {INTRO: "phone", CHAPTER: "desktop", GUIDE: "desktop", "search.html": "desktop"}
 
 
-@pytest.fixture(scope="module")
-def site():
-    if not (HTML / "index.html").is_file():
-        pytest.fail("the book is not built: run `make book` first")
-    server = serve(HTML)
-    yield server.url
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser(site):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
-
-
 def icon_problems(icons):
     problems = [f"not an SVG: {icon['element']}" for icon in icons if not icon["svg"]]
     problems += [f"an SVG without a shape: {icon['element']}"
@@ -126,7 +110,7 @@ def icon_problems(icons):
 
 
 @pytest.mark.parametrize("page_path", list(PAGES))
-def test_every_icon_is_drawn(browser, site, page_path):
+def test_every_icon_is_drawn(browser, site, page_path):  # noqa: F811
     context = browser.new_context(**VIEWS[PAGES[page_path]])
     try:
         page = context.new_page()
@@ -153,7 +137,7 @@ def test_every_icon_is_drawn(browser, site, page_path):
         assert font_icons, "no icon drawn with the icon font found"
 
 
-def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):
+def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):  # noqa: F811
     context = browser.new_context(**VIEWS["desktop"])
     try:
         page = context.new_page()

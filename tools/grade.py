@@ -413,14 +413,15 @@ def autograde(notebook, stem, student, limits, templates, hide):
     timeout, cell_timeout, memory_mb = limits
     course, _ = assignment(stem, templates)
     scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=templates))
+    ipc = Path(tempfile.mkdtemp(prefix="ipc-", dir=socket_folder()))
     try:
         shutil.copytree(course, scratch / "course")
         submitted = scratch / "course" / "submitted" / student_id(student) / stem
         submitted.mkdir(parents=True)
         nbformat.write(notebook, submitted / f"{stem}.ipynb")
-        work, ipc = scratch / "work", scratch / "ipc"
+        work = scratch / "work"
+        work.mkdir()
         for path in (work, ipc):
-            path.mkdir()
             if os.geteuid() == 0:
                 os.chown(path, NOBODY, NOBODY)
         kernel_spec(scratch / "env" / "jupyter" / "data",
@@ -443,6 +444,19 @@ def autograde(notebook, stem, student, limits, templates, hide):
         return most, nbformat.read(graded, as_version=4), ""
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(ipc, ignore_errors=True)
+
+
+# A Unix socket's path holds at most 107 bytes (sockaddr_un.sun_path): the
+# kernel's sockets ("<folder>/kernel-<n>") go in a folder with a short path,
+# the temporary folder if its path is short, else /tmp.
+SOCKET_FOLDER_MAX = 60
+
+
+def socket_folder():
+    """A folder for the kernel's sockets whose path leaves room for their names."""
+    folder = tempfile.gettempdir()
+    return folder if len(folder) <= SOCKET_FOLDER_MAX else "/tmp"
 
 
 def why_not_graded(output, code, cell_timeout):

@@ -159,3 +159,18 @@ grade: setup
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder" >&2; exit 2; }
 	$(PY) -m tools.grade "$(SUBMISSIONS)" --timeout $(GRADE_TIMEOUT) \
 	  --cell-timeout $(GRADE_CELL_TIMEOUT)
+
+# The class site (tools/sites.py): the student notebooks, the before-class
+# page, the Colab page and the worksheets, nothing with an answer, as a Jupyter
+# Book of its own in _build/class/html; the Pages workflow publishes it at
+# /class/ beside the book.
+.PHONY: class-site teacher-pack
+class-site: setup
+	$(PY) -m tools.sites class-site
+
+# The teacher's pack (tools/sites.py): the teacher's guide, logistics, teaching
+# notes, assessment and answers, the run sheets and each chapter's slides
+# (reveal.js from node_modules: `npm ci`), every page `noindex`, in
+# _build/teacher-pack.zip; the release workflow attaches it to each release.
+teacher-pack: setup node_modules/.package-lock.json
+	$(PY) -m tools.sites teacher-pack

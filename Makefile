@@ -237,3 +237,18 @@ grade: setup ## grade a class with nbgrader, each kernel sandboxed (SUBMISSIONS=
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder" >&2; exit 2; }
 	$(PY) -m tools.grade "$(SUBMISSIONS)" --timeout $(GRADE_TIMEOUT) \
 	  --cell-timeout $(GRADE_CELL_TIMEOUT) --memory-mb $(GRADE_MEMORY_MB)
+
+# The class site (tools/sites.py): the student notebooks, the before-class
+# page, the Colab page and the worksheets, nothing with an answer, as a Jupyter
+# Book of its own in _build/class/html; the Pages workflow publishes it at
+# /class/ beside the book.
+.PHONY: class-site teacher-pack
+class-site: setup ## the class site: student notebooks and handouts, no answers (_build/class/html)
+	$(PY) -m tools.sites class-site
+
+# The teacher's pack (tools/sites.py): the teacher's guide, logistics, teaching
+# notes, assessment and answers, the run sheets and each chapter's slides
+# (reveal.js from node_modules: `npm ci`), every page `noindex`, in
+# _build/teacher-pack.zip; the release workflow attaches it to each release.
+teacher-pack: setup node_modules/.package-lock.json ## the teacher's pack: guide, run sheets, slides, answers (_build/teacher-pack.zip)
+	$(PY) -m tools.sites teacher-pack

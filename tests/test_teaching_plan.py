@@ -172,22 +172,44 @@ def test_a_chapter_in_two_lessons_is_refused():
 
 
 def test_the_guide_places_each_exit_ticket_where_its_timetable_does():
+    """The timetable's exit-ticket row links the guide's section, which
+    includes the ticket written from book/_data/teacher_notes.yml."""
+    generated_files = generated()
     for lesson in lessons(read_plan(), read_chapters()):
         label = f"(exit-ticket-{lesson.number})=\n## Exit ticket, lesson {lesson.number}"
         assert label in GUIDE, label
+        assert f"(exit-ticket-{lesson.number})" in generated_files[
+            BOOK / "_generated" / f"lesson_{lesson.number}.md"]
         section = GUIDE.split(label, 1)[1].split("\n## ", 1)[0]
-        assert re.findall(r"^\d\. ", section, re.M), "the ticket has questions"
-        assert "Answers:" in section
+        [included] = INCLUDE.findall(section)
+        ticket = (BOOK / included).read_text()
+        assert re.findall(r"^\d\. ", ticket, re.M), "the ticket has questions"
+        assert "Answers:" in ticket
 
 
-HANDOUTS = ["assessment", "assessment_answers", "worksheet_nine_variants",
-            "worksheet_ways_out", "worksheet_four_reports", "colab_in_a_classroom"]
+# the handouts, each linked from the guide; the worksheets and the Colab page
+# are public (the book's toc and the class site), the assessment and its
+# answers are in the teacher's pack only
+HANDOUTS = {"worksheet_nine_variants": True, "worksheet_ways_out": True,
+            "worksheet_four_reports": True, "colab_in_a_classroom": True,
+            "assessment": False, "assessment_answers": False}
 
 
 @pytest.mark.parametrize("page", HANDOUTS)
-def test_guide_links_every_handout_and_the_toc_lists_it(page):
+def test_guide_links_every_handout_and_the_pack_or_toc_lists_it(page):
+    from tools.sites import CLASS_PAGES, TEACHER_PAGES
     assert f"{{doc}}`{page}`" in GUIDE
-    assert f"file: book/{page}\n" in (BOOK.parent / "_toc.yml").read_text()
+    assert page in TEACHER_PAGES, "the pack prints every handout"
+    listed = f"file: book/{page}\n" in (BOOK.parent / "_toc.yml").read_text()
+    assert listed == HANDOUTS[page] == (page in CLASS_PAGES), page
+
+
+def test_guide_links_each_run_sheet_and_slides():
+    for path in toc_notebooks():
+        assert f'href="../slides/{path.stem}.slides.html"' in GUIDE
+    for lesson in range(1, len(read_plan()["lessons"]) + 1):
+        assert f'href="../runsheets/lesson_{lesson}.html"' in GUIDE
+        assert (BOOK / "_generated" / f"runsheet_{lesson}.html").is_file()
 
 
 def test_run_times_span_only_passing_runs():

@@ -102,19 +102,36 @@ def test_github_workflows_test_and_publish_the_book():
 
 def test_pages_workflow_builds_with_make():
     """`make book`, as a local build, after `make generate` (the notebooks'
-    links to the book's pages are made from the address); besides the
-    address, no step of its own."""
+    links to the book's pages are made from the address), and the class
+    site copied to /class/ inside it; besides the address, no step of its
+    own."""
     build = workflow("pages.yml")["jobs"]["build"]["steps"]
     runs = [s for s in build if "run" in s]
     assert runs == [pages_address_step(), next(s for s in build
                                                if s.get("name") == "Build the book")]
-    assert runs[-1]["run"].strip() == "make generate book"
+    assert runs[-1]["run"].strip().splitlines() == [
+        "make generate book class-site", "cp -r _build/class/html _build/html/class"]
     actions = [s["uses"].split("@")[0] for s in build if "uses" in s]
     assert actions == ["actions/checkout", "actions/setup-python",
                        "actions/upload-pages-artifact"]
 
 
 # --- the facts the workflows read, not restate --------------------------------
+
+def test_release_workflow_attaches_the_teacher_pack():
+    """Only the release job may write, and only to the release."""
+    release = workflow("release.yml")
+    assert release[True] == {"release": {"types": ["published"]}}   # YAML reads `on` so
+    assert release["permissions"] == {"contents": "read"}
+    [job] = release["jobs"].values()
+    assert job["permissions"] == {"contents": "write"}
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert any("make generate teacher-pack" in r for r in runs)
+    assert any(r.startswith("gh release upload ") and "_build/teacher-pack.zip" in r
+               for r in runs)
+    assert all(s["uses"].split("@")[1][:40].isalnum() and len(s["uses"].split("@")[1]) == 40
+               for s in job["steps"] if "uses" in s), "actions pinned by commit"
+
 
 def test_workflows_read_the_torch_pin_and_releases_from_their_files():
     for path in WORKFLOWS.glob("*.yml"):
@@ -371,13 +388,14 @@ def test_every_action_is_pinned_by_commit_with_its_version():
         assert PINNED.fullmatch(line), line
 
 
-def test_permissions_are_read_only_but_for_the_deploy_job():
+def test_permissions_are_read_only_but_for_the_deploy_and_release_jobs():
+    writes = {("pages.yml", "deploy"): {"pages": "write", "id-token": "write"},
+              ("release.yml", "teacher-pack"): {"contents": "write"}}
     for path in WORKFLOWS.glob("*.yml"):
         flow = yaml.safe_load(path.read_text())
         assert flow["permissions"] == {"contents": "read"}, path.name
         for name, job in flow["jobs"].items():
-            wanted = ({"pages": "write", "id-token": "write"}
-                      if (path.name, name) == ("pages.yml", "deploy") else {"contents": "read"})
+            wanted = writes.get((path.name, name), {"contents": "read"})
             assert job["permissions"] == wanted, (path.name, name)
 
 

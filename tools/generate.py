@@ -27,9 +27,9 @@ import nbformat
 from tools import copies, links, plan, student, study
 from tools.book import BOOK, ROOT, render, toc_notebooks
 
-# Modules with a `generated()` that returns {path: text}: tables under
-# book/_generated, and the triage page's rules (book/_static/triage_rules.js).
-GENERATORS = ["tools.plan", "tools.citation", "tools.triage"]
+# Modules with a `generated()` that returns {path: text}: tables and the
+# run sheets under book/_generated, and the triage page's rules (book/_static/triage_rules.js).
+GENERATORS = ["tools.plan", "tools.runsheet", "tools.citation", "tools.triage"]
 
 
 def read_chapters():

@@ -313,28 +313,37 @@ def lessons(plan, chapters):
 NOTE = "% Written by `python -m tools.plan` from {source}; not edited by hand.\n\n"
 
 
+def schedule(lesson):
+    """[(start minute, end minute, Chapter or None, section title)] of a
+    lesson, in order: "start" (opening Colab), the core sections taught,
+    "exit_ticket", and "buffer" up to the lesson's end (the rows of its
+    timetable and of its run sheet, tools/runsheet.py)."""
+    rows, start = [], 0
+    parts = ([(None, "start", lesson.start)] if lesson.start else [])
+    parts += [(chapter, title, minutes) for chapter, title, minutes in lesson.taught()]
+    if lesson.exit_ticket:
+        parts.append((None, "exit_ticket", lesson.exit_ticket))
+    for chapter, title, minutes in parts:
+        rows.append((start, start + minutes, chapter, title))
+        start += minutes
+    rows.append((start, lesson.minutes, None, "buffer"))
+    return rows
+
+
 def timetable(lesson):
     """A lesson's table, minute by minute: opening Colab, the core sections
     taught in class, the exit ticket, the buffer; then what is homework and
     what moves first when time runs short."""
     lines = ["| Time | Chapter | Core section | Minutes |",
              "| --- | --- | --- | --- |"]
-    start = 0
-
-    def row(chapter, title, minutes):
-        nonlocal start
-        lines.append(f"| {start}–{start + minutes} | {chapter} | {title} | {minutes} |")
-        start += minutes
-
-    if lesson.start:
-        row("", "Open the student notebooks in Colab, *File > Save a copy in "
-                "Drive*, run each setup cell", lesson.start)
-    for chapter, title, minutes in lesson.taught():
-        row(chapter.number, title, minutes)
-    if lesson.exit_ticket:
-        row("", f"[**Exit ticket**](exit-ticket-{lesson.number})", lesson.exit_ticket)
-    row("", "Buffer: what runs over (Colab restarts, pair work, exercises)",
-        lesson.minutes - start)
+    titles = {"start": "Open the student notebooks in Colab, *File > Save a copy "
+                       "in Drive*, run each setup cell",
+              "exit_ticket": f"[**Exit ticket**](exit-ticket-{lesson.number})",
+              "buffer": "Buffer: what runs over (Colab restarts, pair work, exercises)"}
+    for start, end, chapter, title in schedule(lesson):
+        number = "" if chapter is None else chapter.number
+        lines.append(f"| {start}–{end} | {number} | {titles.get(title, title)} "
+                     f"| {end - start} |")
     lines.append(f"| | | **Total** (planned {lesson.planned}, buffer "
                  f"{lesson.minutes - lesson.planned}) | **{lesson.minutes}** |")
     minutes = {(c.number, t): m for c in lesson.chapters for t, m in c.core}

@@ -139,7 +139,9 @@ def fresh(tiny, tmp_path):
 
 def fake_app(outdir, docs=3):
     return SimpleNamespace(builder=SimpleNamespace(format="html"), outdir=outdir,
-                           env=SimpleNamespace(all_docs=dict.fromkeys(range(docs))))
+                           env=SimpleNamespace(all_docs=dict.fromkeys(range(docs))),
+                           config=SimpleNamespace(
+                               light_pages_found_somewhere=list(lp.FOUND_SOMEWHERE)))
 
 
 def fails(number, file, call, *args):

@@ -307,6 +307,9 @@ def teacher_source(folder=TEACHER_SRC):
     rewrite_includes(folder, set(TEACHER_PAGES), base, titles)
     config = base_config("Teacher's pack: pruning nn.Linear in place", [".venv/*", "_build/*"])
     config["html"]["use_repository_button"] = False
+    # no pictures (12), references (13) or nested pages in its sidebar (14)
+    # in the pack: book/_ext/light_pages.py
+    config["sphinx"]["config"]["light_pages_found_somewhere"] = [9, 10, 11]
     (folder / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     toc = {"format": "jb-book", "root": "book/teachers_guide", "chapters": [
         {"file": f"book/{page}"} for page in TEACHER_PAGES[1:]]}

@@ -12,35 +12,11 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from tools.book import version_tuple
+from tools.uv_setup import constraint_files
 
-# `python -m pip config list` prints one `variant.name='value'` a line, e.g.
-# global.constraint='/etc/pip/constraints.txt' or :env:.constraint='...'.
-CONFIG_LINE = re.compile(r"\S*\.constraint='(.*)'")
 SPECIFIER = re.compile(r"(===|==|!=|~=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.*+!_-]*)")
-
-
-def constraint_files(config_list, environ):
-    """The constraint files named in `pip config list`'s output and in
-    PIP_CONSTRAINT, each once, in that order (URLs left out)."""
-    named = []
-    for line in config_list.splitlines():
-        match = CONFIG_LINE.fullmatch(line.strip())
-        if match:
-            named += match[1].split()
-    named += environ.get("PIP_CONSTRAINT", "").split()
-    paths = []
-    for name in named:
-        if name.startswith("file://"):
-            name = name[len("file://"):]
-        elif "://" in name:
-            continue
-        path = Path(name).expanduser()
-        if path not in paths:
-            paths.append(path)
-    return paths
 
 
 def allows(specifiers, version):

@@ -125,9 +125,12 @@ node_modules/.package-lock.json: package.json package-lock.json
 lighthouse: book node_modules/.package-lock.json ## Lighthouse on every page, against a fresh template book
 	nice $(PY) -m tools.lighthouse
 
-# Inference speed of dense vs pruned models (timings: not part of `make test`).
-bench: setup ## inference speed of dense vs pruned models
+# Inference speed of dense vs pruned models, and what TNVP's statistics add
+# to training (timings: not part of `make test`). The overhead is stored in
+# book/_generated/bench/ and written into chapter 5 by `make generate`.
+bench: setup ## inference speed of dense vs pruned models; the statistics' overhead, stored
 	$(PY) -m benchmarks.tnvp_speed
+	$(PY) -m tools.generate
 
 # Every chapter run alone on each torch release of torch_releases.txt (one
 # venv under ../venvs, moved from release to release, removed at the end

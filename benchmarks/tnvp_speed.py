@@ -36,6 +36,10 @@ Then what TNVP's statistics cost during training, printed as
 PyTorch's CPU kernels are held at the AVX2 level the project uses for
 everything (the variables are set here unless the environment sets them),
 and torch runs one thread.
+
+The overhead lines are also stored, with the machine, torch and date of the
+run, in book/_generated/bench/tnvp_overhead.json (tools.bench), which
+chapter 5 shows (`make generate` copies it into the chapter).
 """
 import os
 
@@ -44,12 +48,15 @@ from tools.book import CPU_KERNELS
 for _name, _value in CPU_KERNELS.items():
     os.environ.setdefault(_name, _value)   # read when torch starts
 
+import datetime  # noqa: E402
 import math  # noqa: E402
+import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
 
+from tools import bench  # noqa: E402
 from tools.exports import load_exports  # noqa: E402
 
 
@@ -219,6 +226,30 @@ def loop_line(label, without_ms, with_ms, ratio, low, high, added="statistics"):
             f"(95% interval {low:.3f} to {high:.3f})")
 
 
+def machine():
+    """The CPU's model name (from /proc/cpuinfo where there is one), its
+    architecture and its number of logical cores."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model} ({platform.machine()}, {os.cpu_count()} logical cores)"
+
+
+def loop_record(description, repeats, result, floor):
+    """What is stored of one loop's comparison: the tracker's and the floor's
+    (ms without, ms with, ratio, low, high)."""
+    keys = ("without_ms", "with_ms", "ratio", "low", "high")
+    return dict(loop=description, samples=repeats,
+                tracker={k: round(v, 4) for k, v in zip(keys, result)},
+                floor={k: round(v, 4) for k, v in zip(keys, floor)})
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -228,25 +259,43 @@ if __name__ == "__main__":
           f"{torch.backends.cpu.get_cpu_capability()}; times are medians in ms")
     print(chapter.format_speed_table(chapter.speed_table(min_run_time=1.0)))
 
-    print(chapter.overhead_line("MLP 64-256-256-10, batch 128:",
-                                *chapter.mlp_overhead(repeats=60)))
+    step = {}
+    step["chapter 5's MLP"] = chapter.mlp_overhead(repeats=60)
+    print(chapter.overhead_line("MLP 64-256-256-10, batch 128:", *step["chapter 5's MLP"]))
     model = lm.make_lm(0)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     context, batch = lm.CONFIG["context"], lm.CONFIG["batch_size"]
     windows = lm.make_corpus(0, batch * (context + 1)).view(batch, context + 1)
     modules = {i: block.ffn[1] for i, block in enumerate(model.blocks)}
+    step["chapter 7's language model"] = chapter.training_step_overhead(
+        model, optimizer, lambda m: lm.lm_loss(m, windows), modules, repeats=60)
     print(chapter.overhead_line(
         f"transformer LM (chapter 7), batch {batch}x{context} tokens:",
-        *chapter.training_step_overhead(
-            model, optimizer, lambda m: lm.lm_loss(m, windows), modules,
-            repeats=60)))
+        *step["chapter 7's language model"]))
 
-    loops = (
-        ("chapter 5 training loop (train_epoch on the digits, 10 batches of "
-         "128 and one of 67), epoch", chapter5_loop_overhead(chapter)),
-        (f"chapter 7 training loop (train_steps, blocks of 64 steps of "
-         f"{batch}x{context} tokens, 4 per sample), block", chapter7_loop_overhead(lm)))
-    for label, (tracker_result, bare_result) in loops:
-        print(loop_line(label, *tracker_result))
+    chapter5_repeats, chapter7_repeats = 15, 40
+    loops = {
+        "chapter 5": ("train_epoch on the digits (10 batches of 128 and one of 67), "
+                      "64 epochs per sample", chapter5_repeats,
+                      chapter5_loop_overhead(chapter, repeats=chapter5_repeats)),
+        "chapter 7": (f"train_steps, 4 blocks of 64 steps of {batch}x{context} tokens "
+                      "per sample", chapter7_repeats,
+                      chapter7_loop_overhead(lm, repeats=chapter7_repeats)),
+    }
+    for name, (description, _, (tracker_result, bare_result)) in loops.items():
+        print(loop_line(f"{name} training loop ({description}):", *tracker_result))
         print(loop_line("  the floor: the same loop, its hooks only calling "
                         "the summary kernel,", *bare_result, added="them"))
+    bench.save("tnvp_overhead", dict(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        machine=machine(),
+        kernels=torch.backends.cpu.get_cpu_capability(),
+        threads=torch.get_num_threads(),
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        step={name: dict(zip(("without_ms", "with_ms", "ratio"),
+                             (round(v, 4) for v in values)))
+              for name, values in step.items()},
+        loops={name: loop_record(description, repeats, *results)
+               for name, (description, repeats, results) in loops.items()}))
+    print(f"stored in {bench.results_path('tnvp_overhead')}")

@@ -84,3 +84,28 @@ def test_bare_kernel_tracker_only_calls_the_kernel(notebook, monkeypatch):
     tracker.detach()
     assert summarized == [(4, 5), (12, 5)]
     assert tracker.stats == {}               # the floor keeps nothing
+
+
+def test_a_loop_is_stored_with_its_interval_and_floor_and_the_chapter_cell_holds_it(
+        tmp_path, monkeypatch):
+    from benchmarks.tnvp_speed import loop_record, machine
+    from tools import bench
+    record = loop_record("a loop", 15, (10.0, 10.51234, 1.051234, 1.03, 1.06),
+                         (10.0, 10.4, 1.04, 1.02, 1.05))
+    assert record == dict(loop="a loop", samples=15,
+                          tracker=dict(without_ms=10.0, with_ms=10.5123, ratio=1.0512,
+                                       low=1.03, high=1.06),
+                          floor=dict(without_ms=10.0, with_ms=10.4, ratio=1.04,
+                                     low=1.02, high=1.05))
+    assert "logical cores" in machine()
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    with pytest.raises(FileNotFoundError, match="run `make bench`"):
+        bench.bench_cell_source("tnvp_overhead")
+    data = dict(torch="9.9.9", loops={"chapter 5": record})
+    bench.save("tnvp_overhead", data)
+    source = bench.bench_cell_source("tnvp_overhead")
+    assert source.startswith("# @title The stored benchmark: measured by `make bench` "
+                             "on torch 9.9.9\n")
+    namespace = {}
+    exec(source, namespace)
+    assert namespace["BENCH"] == data

@@ -369,6 +369,7 @@ def test_each_source_cell_names_the_chapters_that_copy_it(chapters):
 @pytest.mark.parametrize("marker, origin", [
     ("setup", "tools/copies.py (SETUP) and the pins of requirements.txt"),
     ("study", "book/_generated/study/05_variance_pruning.json (`make study`)"),
+    ("bench", "book/_generated/bench/tnvp_overhead.json (`make bench`)"),
 ])
 def test_a_setup_or_study_cell_edited_names_where_to_edit(chapters, marker, origin):
     edited_chapters = copy.deepcopy(chapters)

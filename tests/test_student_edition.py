@@ -190,7 +190,8 @@ BOOK_SAYS = {
     "06_any_layer_any_node": [
         "All three: `backward()` frees",
         "Same error: the optimizer never takes part",
-        "assert len(holders) == 3"],
+        "assert len(holders) == 3",
+        "`weights_only=False` rebuilt the object by calling the function"],
     "07_tnvp_language_model": [
         "Every token position is a sample",
         "assert probe.stats[0].count.item() == 16 * 16"],

@@ -197,6 +197,26 @@ def test_wheel_facts_tell_a_missing_file_from_an_absent_feature(tmp_path):
     json.dumps(found)  # stored as JSON
 
 
+def test_wheel_facts_read_the_convolution_nodes_into_a_table_of_their_own(tmp_path):
+    header = ("struct TORCH_API TBackward0 : public TraceableFunction {\n"
+              "struct TORCH_API ConvolutionBackward0 : public TraceableFunction {\n"
+              "struct TORCH_API ConvolutionBackwardBackward0 : public Node {\n"
+              "struct TORCH_API CudnnConvolutionBackward0 : public TraceableFunction {\n")
+    wheel = fake_wheel(tmp_path / "torch-9.9.9-cp311-cp311-linux_x86_64.whl",
+                       {INCLUDE + "generated/Functions.h": header})
+    old = fake_wheel(tmp_path / "torch-0.9.0-cp37-cp37m-linux_x86_64.whl", {})
+    assert "convolution_nodes" not in facts(wheel)              # only when asked
+    both = facts(wheel, convolution=True)
+    assert both["convolution_nodes"] == ["ConvolutionBackward0", "CudnnConvolutionBackward0"]
+    assert both["transpose_node"] == "TBackward0"
+    alone = facts(old, convolution=True, only_convolution=True)
+    assert alone == {"wheel": old.name, "convolution_nodes": None}   # no Functions.h
+    text = wheel_table_text({"9.9.9": both, "0.9.0": alone})
+    assert "| 9.9.9 | `ConvolutionBackward0`, `CudnnConvolutionBackward0` |" in text
+    assert f"| 0.9.0 | {MISSING} |" in text
+    assert "| 0.9.0 | " not in text.split("The convolution's backward nodes")[0]
+
+
 def test_key_ignores_comments_and_docstrings(tmp_path):
     """A docstring reworded or a comment added leaves a chapter's stored runs
     current; a change of code does not."""

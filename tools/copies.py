@@ -22,8 +22,9 @@ The first code cell of each chapter is its setup cell, marked
 packages Colab lacks pinned as in requirements.txt; its `install` list is
 written too: the packages of INSTALLABLE that the chapter's other code cells
 import. A cell marked `"study": "<chapter>"` holds the stored study of that
-chapter (tools.study writes its source from the study's file). A cell tagged
-`generated` must carry one of these sources (SOURCES).
+chapter (tools.study writes its source from the study's file), and one
+marked `"bench": "<name>"` the stored result of `make bench` (tools.bench).
+A cell tagged `generated` must carry one of these sources (SOURCES).
 
 `names_defined_twice` is the rule of one name, one meaning across chapters.
 """
@@ -33,6 +34,7 @@ import difflib
 import hashlib
 from pathlib import Path
 
+from tools.bench import bench_cell_source
 from tools.book import BOOK, chapter_number, pins
 from tools.study import study_cell_source
 
@@ -57,7 +59,7 @@ if tuple(int(part) for part in torch.__version__.split(".")[:2]) < (2, 5):
 # What a setup cell may install: pip name -> the module it provides.
 INSTALLABLE = {"torchviz": "torchviz", "torch-pruning": "torch_pruning"}
 # What a cell tagged `generated` is generated from: one of these metadata.
-SOURCES = ("copy_of", "study", "setup")
+SOURCES = ("copy_of", "study", "bench", "setup")
 # The first line (under a `# @title`) of a cell that other chapters copy.
 COPIED_INTO = "# Copied into chapter"
 
@@ -229,6 +231,11 @@ def with_generated_cells(notebooks):
         for cell in code[1:]:
             if "setup" in cell.metadata:
                 raise ValueError(f"{path.name}: only the first code cell is a setup cell")
+            if "bench" in cell.metadata:           # the stored benchmark: short
+                cell.source = bench_cell_source(cell.metadata["bench"])
+                cell.metadata["tags"] = ["generated", "hide-input"]
+                cell.metadata["cellView"] = "form"
+                continue
             if "study" in cell.metadata:           # the stored study's data
                 cell.source = study_cell_source(cell.metadata["study"])
                 # data, not code to read: left out of the book's page (tens
@@ -321,6 +328,9 @@ def cell_report(path, index, disk, wanted, notebooks):
     elif "study" in wanted.metadata:
         origin = (f"book/_generated/study/{wanted.metadata['study']}.json "
                   "(`make study`)")
+    elif "bench" in wanted.metadata:
+        origin = (f"book/_generated/bench/{wanted.metadata['bench']}.json "
+                  "(`make bench`)")
     elif body(disk.source) == body(wanted.source):
         return "stale", [f"{name}: the line naming the chapters that copy this cell is "
                          "out of date: run `make generate` (it rewrites only that line)"] + diff

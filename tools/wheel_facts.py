@@ -22,6 +22,11 @@ Read from each wheel:
 - libtorch_python.so: the attribute name `_input_metadata` of backward nodes;
 - libtorch_cpu.so: whether the engine has a `validate_outputs_impl` function.
 
+And, for the releases of CONVOLUTION_RELEASES only (those chapter 6 names,
+two of 2019 among them), the convolution's backward nodes declared in
+Functions.h (`CudnnConvolutionBackward`, `ConvolutionBackward0`, ...), in a
+table of their own.
+
 A fact read from a file the wheel does not have is recorded as null and shown
 as "file not in wheel"; "no" means the file is there without the feature.
 """
@@ -44,6 +49,10 @@ TABLE = GENERATED / "wheel_facts.md"
 # one per minor release: they date the facts the chapters rely on.
 BEFORE_FLOOR = ["1.9.1", "1.10.0", "1.11.0", "1.12.1", "1.13.1", "2.0.1", "2.1.2",
                 "2.2.2", "2.3.1", "2.4.1"]
+# Releases whose convolution nodes are read (chapter 6 dates the name
+# `CudnnConvolutionBackward` of a 2019 report with them); 1.1.0 and 1.2.0
+# are read for that table only.
+CONVOLUTION_RELEASES = ["1.1.0", "1.2.0", "1.10.0", "1.11.0"]
 INCLUDE = "torch/include/torch/csrc/autograd/"
 MISSING = "file not in wheel"
 
@@ -65,7 +74,7 @@ def download(release, folder):
         base.append("--no-cache-dir")
     done = subprocess.run(base, env=env, capture_output=True, text=True)
     if done.returncode != 0:  # no wheel for this Python: take one for an older one
-        for python in ("3.10", "3.9", "3.8"):
+        for python in ("3.10", "3.9", "3.8", "3.7"):
             done = subprocess.run(base + ["--only-binary=:all:", "--python-version", python,
                                           "--platform", "manylinux2014_x86_64",
                                           "--platform", "manylinux1_x86_64"],
@@ -129,10 +138,27 @@ def has(pattern, text):
     return None if text is None else bool(re.search(pattern, text, re.M))
 
 
-def facts(path):
-    """The facts of the wheel at `path`: each None where its file is missing."""
+def convolution_nodes(functions):
+    """The convolution backward nodes (`struct TORCH_API
+    [Cudnn]ConvolutionBackward[N]`) declared in Functions.h's text, in order;
+    None when the file is not in the wheel."""
+    if functions is None:
+        return None
+    return re.findall(r"^struct TORCH_API ((?:Cudnn)?ConvolutionBackward\d*) ",
+                      functions, re.M)
+
+
+def facts(path, convolution=False, only_convolution=False):
+    """The facts of the wheel at `path`: each None where its file is missing;
+    with `convolution`, its convolution nodes too; with `only_convolution`,
+    those alone."""
     with zipfile.ZipFile(path) as wheel:
         functions = read_text(wheel, INCLUDE + "generated/Functions.h")
+        if convolution:
+            nodes = {"wheel": Path(path).name,
+                     "convolution_nodes": convolution_nodes(functions)}
+            if only_convolution:
+                return nodes
         variable = read_text(wheel, INCLUDE + "variable.h")
         metadata = read_text(wheel, INCLUDE + "input_metadata.h")
         graph = read_text(wheel, "torch/autograd/graph.py")
@@ -152,6 +178,7 @@ def facts(path):
                                               b"_input_metadata\x00"),
             "validate_outputs_impl": contains_bytes(wheel, "lib/libtorch_cpu.so",
                                                     b"validate_outputs_impl"),
+            **(nodes if convolution else {}),
         }
 
 
@@ -249,11 +276,29 @@ def summary(data, releases):
     return lines
 
 
+def convolution_table(data):
+    """The convolution nodes of the releases read for them."""
+    read = sorted((r for r in data if "convolution_nodes" in data[r]), key=version_tuple)
+    if not read:
+        return ""
+    rows = [f"| {r} | " + (MISSING if data[r]["convolution_nodes"] is None else
+                           ", ".join(f"`{n}`" for n in data[r]["convolution_nodes"])
+                           or "none") + " |" for r in read]
+    return ("\n\nThe convolution's backward nodes: each `struct TORCH_API "
+            "[Cudnn]ConvolutionBackward[N]` that the wheel's "
+            "`torch/include/torch/csrc/autograd/generated/Functions.h` declares, read "
+            f"for {', '.join(read)} only (chapter 6 dates a 2019 report's node name "
+            "with them):\n\n| torch | convolution nodes in `Functions.h` |\n| --- | --- |\n"
+            + "\n".join(rows))
+
+
 def table_text(data):
-    releases = sorted(data, key=version_tuple)
+    releases = sorted((r for r in data if "transpose_node" in data[r]), key=version_tuple)
+    wheels = sorted(data, key=version_tuple)
     return ("\n".join(summary(data, releases)) + "\n\n" + "\n".join(tables(data, releases))
+            + convolution_table(data)
             + "\n\nRead by `tools/wheel_facts.py` from each release's Linux x86-64 wheel "
-            "on PyPI: " + ", ".join(f"`{data[r]['wheel']}`" for r in releases) + ".\n"
+            "on PyPI: " + ", ".join(f"`{data[r]['wheel']}`" for r in wheels) + ".\n"
             f"\n*{MISSING}*: the wheel has no file to read that fact from.\n")
 
 
@@ -275,11 +320,16 @@ def main(argv=None):
                              "before the floor and those of torch_releases.txt)")
     args = parser.parse_args(argv)
     data = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    for release in args.versions.split():
-        if release in data:
+    wanted = args.versions.split()
+    wanted += [r for r in CONVOLUTION_RELEASES if r not in wanted]
+    every = releases()
+    for release in wanted:
+        convolution = release in CONVOLUTION_RELEASES
+        if release in data and (not convolution or "convolution_nodes" in data[release]):
             continue
         with tempfile.TemporaryDirectory(prefix="torch-wheel-") as folder:
-            data[release] = facts(download(release, folder))
+            data[release] = facts(download(release, folder), convolution,
+                                  only_convolution=release not in every)
         print(release, json.dumps(data[release]), flush=True)
         save(data, RESULTS)
     write_table(data, TABLE)

@@ -44,7 +44,7 @@ def test_setup_installs_torchviz_when_missing_and_skips_when_present(tmp_path):
     """A venv that has everything the book needs except torchviz."""
     guard = torchviz_guard()
     runtime = tmp_path / "runtime"
-    venv.create(runtime, with_pip=True)
+    venv.create(runtime)   # pip comes from the overlay below, as everything else
     python = runtime / "bin" / "python"
     own_site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

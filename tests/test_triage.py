@@ -11,7 +11,6 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from tools import triage
-from tools.book import ROOT
 from tools.exports import load_exports
 
 ch = load_exports("06_any_layer_any_node.ipynb")

@@ -199,7 +199,8 @@
     describe(reading).forEach(function (n) { answer.appendChild(n); });
     if (event && event.type === "click") {       // show the verdict (on a phone, below the box)
       var verdict = answer.querySelector(".triage-verdict");
-      if (verdict && verdict.scrollIntoView) verdict.scrollIntoView({block: "center"});
+      if (verdict && verdict.scrollIntoView)
+        verdict.scrollIntoView({block: verdict.offsetHeight < window.innerHeight * 0.8 ? "center" : "start"});
     }
   }
 

@@ -94,7 +94,7 @@
     for (var i = 0; i < names.length && !found; i++)
       if (Object.prototype.hasOwnProperty.call(R.nodes, names[i])) found = names[i];
     if (!found) for (key in R.nodes)
-      if (key.toLowerCase() === lower || key.toLowerCase() === lower + "0") { found = key; break; }
+      if (key.toLowerCase() === lower) { found = key; break; }
     if (!found) return null;
     var op = R.nodes[found][0], inputs = R.nodes[found][1], input = null;
     if (index !== undefined && index !== null) {

@@ -129,6 +129,26 @@
       + (now === null ? "none" : now) + ": " + what;
   }
 
+  /* The changed dimensions in one line: a run of dimensions only one shape
+   * has is one phrase, and past four phrases the rest are counted. */
+  function changes(list) {
+    var out = [], i = 0, j, c;
+    function only(x) { return x[1] === null ? "only in got" : x[2] === null ? "missing in got" : null; }
+    while (i < list.length) {
+      c = list[i];
+      j = i;
+      while (only(c) && j + 1 < list.length && only(list[j + 1]) === only(c)
+             && list[j + 1][0] === list[j][0] + 1) j++;
+      if (j > i) {
+        out.push("dims " + c[0] + " to " + list[j][0] + ": " + (only(c) === "only in got"
+          ? "only in got: summed away if the rest fits" : "missing in got"));
+        i = j + 1;
+      } else { out.push(change(c)); i++; }
+    }
+    if (out.length > 4) out = out.slice(0, 4).concat(["and " + (out.length - 4) + " more"]);
+    return out.join("; ");
+  }
+
   function causeLink(key) {
     var cause = R.causes[key];
     return cause.href ? el("a", {href: cause.href}, [cause.section]) : null;
@@ -156,8 +176,8 @@
       if (k in f) rows.push([k, show(f[k])]);
     });
     if (Array.isArray(f.got) && Array.isArray(f.expected)) {
-      var changes = shapeChanges(f.got, f.expected).map(change);
-      if (changes.length) rows.push(["changed", changes.join("; ")]);
+      var changed = shapeChanges(f.got, f.expected);
+      if (changed.length) rows.push(["changed", changes(changed)]);
     }
     var table = el("table", {"class": "triage-table"}, [el("tbody", {}, rows.map(function (r) {
       return el("tr", {"data-row": r[0]}, [el("th", {scope: "row"}, [r[0]]), el("td", {}, [r[1]])]);

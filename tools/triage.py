@@ -1,12 +1,13 @@
 """The reading rules of the triage page, generated from one source each.
 
-    python -m tools.triage     # write book/_static/triage_rules.js
+    python -m tools.triage     # write book/_static/triage_rules.js and
+                               # book/_generated/triage_score.md
 
 The triage page (book/triage.md, its script book/_static/triage.js) reads a
 pasted error in the browser, with no Python. What it reads by is written here
 from two sources, so that it never disagrees with the book:
 
-- the rules (MESSAGE_RULES, NODE_RULES, CAUSES): chapter 6's cell
+- the rules (MESSAGE_RULES, NODE_RULES, HINT_RULES, WHERE_RULES, CAUSES): chapter 6's cell
   `message-rules`, the very table its `read_message` reads by. Only that
   cell is run (it imports nothing but `re` and `typing`). Each cause's
   section title becomes a link to that `## ` heading of chapter 6 (refused
@@ -52,7 +53,7 @@ def section_links(causes, notebook, page=None):
     headings = [line[3:].strip() for cell in notebook.cells if cell.cell_type == "markdown"
                 for line in cell.source.splitlines() if line.startswith("## ")]
     links = {}
-    for _, title in causes.values():
+    for _, title, *_ in causes.values():
         if title is None or title in links:
             continue
         found = [h for h in headings if h == title or h.startswith(title + " (")]
@@ -97,23 +98,86 @@ def triage_rules(notebook=None):
     return {
         "torch": torch_pin(),
         "space": namespace["SPACE"],
+        "wrap": namespace["WRAP"],
         "message_rules": namespace["MESSAGE_RULES"],
         "node_rules": namespace["NODE_RULES"],
-        "causes": {key: {"text": text, "section": title,
+        "hint_rules": namespace["HINT_RULES"],
+        "where_rules": namespace["WHERE_RULES"],
+        "where": namespace["WHERE"],
+        "causes": {key: {"text": text, "section": title, "question": question,
                          "href": links.get(title)}
-                   for key, (text, title) in causes.items()},
+                   for key, (text, title, question) in causes.items()},
         "nodes": node_table(),
     }
 
 
+# --- the corpus of real messages, and how the readers score on it -------------
+
+CORPUS = ROOT / "tests" / "data" / "triage_corpus.json"
+SCORE = BOOK / "_generated" / "triage_score.md"
+VERDICTS = ("right", "cannot tell", "misleading")
+
+
+def score(reading, label):
+    """How a reading (a dict or a Reading: cause, candidates) fares against a
+    label of the corpus (a cause, "cannot tell" or "unknown"): "right", "cannot
+    tell" (it said so, and the label is among its candidates; or it read
+    nothing) or "misleading" (a cause that is not the label, or candidates
+    that leave the label out)."""
+    get = reading.get if isinstance(reading, dict) else lambda k: getattr(reading, k)
+    cause, candidates = get("cause"), list(get("candidates"))
+    if cause == "cannot tell":
+        if label == "cannot tell":
+            return "right"
+        return "cannot tell" if label in candidates else "misleading"
+    if cause == "unknown":
+        return "right" if label == "unknown" else "cannot tell"
+    return "right" if cause == label else "misleading"
+
+
+def score_table(corpus, readings):
+    """{label: {verdict: count}} over the corpus, and the totals under "all"."""
+    table = {}
+    for entry, reading in zip(corpus, readings, strict=True):
+        verdict = score(reading, entry["label"])
+        for key in (entry["label"], "all"):
+            table.setdefault(key, dict.fromkeys(VERDICTS, 0))[verdict] += 1
+    return table
+
+
+def score_page(notebook=None, corpus=None):
+    """The Markdown table of the triage page: per cause, how chapter 6's
+    read_message scores on the corpus (the page's reader gives the same
+    readings: tests/test_triage_browser.py)."""
+    namespace, _ = rules_namespace(notebook=notebook)
+    corpus = json.loads(CORPUS.read_text()) if corpus is None else corpus
+    table = score_table(corpus, [namespace["read_message"](e["text"]) for e in corpus])
+    real = sum(e["source"].startswith("https://") for e in corpus)
+    lines = ["<!-- Written by `python -m tools.triage` (make generate) from "
+             "tests/data/triage_corpus.json; not edited by hand. -->", "",
+             f"{len(corpus)} messages: {real} from public reports (each with its link, "
+             f"and the cause its thread established), {len(corpus) - real} made live on "
+             "torch or kept from the chapters. Each is labelled with its cause, or "
+             "\"cannot tell\" where its thread did not settle one.", "",
+             "| cause (label) | messages | right | cannot tell | misleading |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for label in sorted(table, key=lambda k: (k == "all", -sum(table[k].values()), k)):
+        row = table[label]
+        name = "**all**" if label == "all" else label
+        lines.append(f"| {name} | {sum(row.values())} | " + " | ".join(
+            str(row[v]) for v in VERDICTS) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def generated(chapters=None):
-    """{OUTPUT: text}; `chapters` ({path: notebook}) are the chapters as
-    generated, so that the section links follow their headings."""
-    rules = triage_rules((chapters or {}).get(CHAPTER))
+    """{OUTPUT: text, SCORE: text}; `chapters` ({path: notebook}) are the
+    chapters as generated, so that the section links follow their headings."""
+    notebook = (chapters or {}).get(CHAPTER)
+    rules = triage_rules(notebook)
     text = (HEADER.format(torch=rules["torch"]) + "window.TRIAGE_RULES = "
             + json.dumps(rules, indent=0, sort_keys=False, ensure_ascii=True)
             .replace("\n", "") + ";\n")
-    return {OUTPUT: text}
+    return {OUTPUT: text, SCORE: score_page(notebook)}
 
 
 def main():

@@ -3,15 +3,18 @@
  * It reads by window.TRIAGE_RULES (triage_rules.js, written by
  * `python -m tools.triage` from chapter 6's `message-rules` cell and the
  * pinned torch's derivatives.yaml), the very table chapter 6's read_message
- * reads by: readMessage below follows read_message step by step. */
+ * reads by: readMessage below follows read_message step by step, and
+ * tests/test_triage_browser.py holds the two to the same readings. */
 (function () {
   "use strict";
   var R = window.TRIAGE_RULES;
 
+  function toInt(text) {                // chapter 6's _int
+    return /^-?[0-9]{1,15}$/.test(text) ? parseInt(text, 10) : text;
+  }
+
   function numbers(text) {              // chapter 6's _numbers
-    return String(text).split(",").map(function (p) { return p.trim(); })
-      .filter(function (p) { return p; })
-      .map(function (p) { return /^-?\d+$/.test(p) ? parseInt(p, 10) : p; });
+    return String(text).split(/[, \t\n\r\f\v]+/).filter(function (p) { return p; }).map(toInt);
   }
 
   function shapeChanges(got, expected) { // chapter 6's shape_changes
@@ -28,10 +31,27 @@
     return out;
   }
 
+  function where(text) {                // chapter 6's _where
+    var best = null, at = -1;
+    R.where_rules.forEach(function (rule) {
+      var re = new RegExp(rule.pattern, "gi"), m;
+      while ((m = re.exec(text)) !== null) {
+        if (m[0] === "") { re.lastIndex++; continue; }
+        if (re.lastIndex > at) { best = rule.where; at = re.lastIndex; }
+      }
+    });
+    return best;
+  }
+
+  function reading(kind, autograd, fields, cause, at, candidates, ask) {
+    return {kind: kind, autograd: autograd, fields: fields, cause: cause,
+            where: at === undefined ? null : at, candidates: candidates || [], ask: !!ask};
+  }
+
   function readMessage(text) {          // chapter 6's read_message
     try {
-      text = String(text).replace(new RegExp(R.space, "g"), " ")
-        .replace(/^ +| +$/g, "").slice(-200000);
+      text = String(text).replace(new RegExp(R.wrap, "g"), "")
+        .replace(new RegExp(R.space, "g"), " ").replace(/^ +| +$/g, "").slice(-200000);
       for (var r = 0; r < R.message_rules.length; r++) {
         var rule = R.message_rules[r];
         var match = new RegExp(rule.pattern, "i").exec(text);
@@ -39,20 +59,31 @@
         var fields = {};
         rule.groups.forEach(function (name, i) { fields[name] = match[i + 1]; });
         rule.shapes.forEach(function (k) { fields[k] = numbers(fields[k]); });
-        rule.ints.forEach(function (k) { fields[k] = parseInt(fields[k], 10); });
-        var cause = rule.cause;
-        if (rule.kind === "shape" && "node" in fields) {
-          for (var n = 0; n < R.node_rules.length; n++)
-            if (new RegExp(R.node_rules[n].pattern).test(fields.node)) {
-              cause = R.node_rules[n].cause; break;
+        rule.ints.forEach(function (k) { fields[k] = toInt(fields[k]); });
+        var at = where(text.slice(0, match.index)), decision = rule.cause, i;
+        if (decision === "built-in") {
+          for (i = 0; i < R.node_rules.length; i++)
+            if (new RegExp(R.node_rules[i].pattern).test(fields.node)) {
+              decision = R.node_rules[i].cause; break;
             }
         }
-        return {kind: rule.kind, autograd: rule.autograd, fields: fields, cause: cause};
+        for (i = 0; i < R.hint_rules.length; i++) {
+          var hint = R.hint_rules[i];
+          if (hint.kinds.indexOf(rule.kind) >= 0 && new RegExp(hint.pattern, "i").test(text)) {
+            decision = hint.cause; break;
+          }
+        }
+        var ask = "where" in rule && at === null;
+        if (rule.where && at !== null && Object.prototype.hasOwnProperty.call(rule.where, at))
+          decision = rule.where[at];
+        if (typeof decision === "string")
+          return reading(rule.kind, rule.autograd, fields, decision, at);
+        return reading(rule.kind, rule.autograd, fields, "cannot tell", at, decision.slice(), ask);
       }
     } catch (error) {
-      return {kind: "unknown", autograd: false, fields: {"reader error": String(error)}, cause: "unknown"};
+      return reading("unknown", false, {"reader error": String(error)}, "unknown");
     }
-    return {kind: "unknown", autograd: false, fields: {}, cause: "unknown"};
+    return reading("unknown", false, {}, "unknown");
   }
 
   /* Which forward operation made a node, and which of its inputs edge
@@ -87,51 +118,96 @@
     return Array.isArray(value) ? "[" + value.join(", ") + "]" : String(value);
   }
 
+  function change(c) {                  // one changed dimension, in a few words
+    var dim = c[0], was = c[1], now = c[2], what;
+    if (now === null) what = "missing in got";
+    else if (was === null) what = "only in got: summed away if the rest fits";
+    else if (typeof was === "number" && typeof now === "number")
+      what = now < was ? (was - now) + " fewer (smaller: a cut?)" : (now - was) + " more (larger)";
+    else what = "changed";
+    return "dim " + dim + ": expected " + (was === null ? "none" : was) + ", got "
+      + (now === null ? "none" : now) + ": " + what;
+  }
+
+  /* The changed dimensions in one line: a run of dimensions only one shape
+   * has is one phrase, and past four phrases the rest are counted. */
+  function changes(list) {
+    var out = [], i = 0, j, c;
+    function only(x) { return x[1] === null ? "only in got" : x[2] === null ? "missing in got" : null; }
+    while (i < list.length) {
+      c = list[i];
+      j = i;
+      while (only(c) && j + 1 < list.length && only(list[j + 1]) === only(c)
+             && list[j + 1][0] === list[j][0] + 1) j++;
+      if (j > i) {
+        out.push("dims " + c[0] + " to " + list[j][0] + ": " + (only(c) === "only in got"
+          ? "only in got: summed away if the rest fits" : "missing in got"));
+        i = j + 1;
+      } else { out.push(change(c)); i++; }
+    }
+    if (out.length > 4) out = out.slice(0, 4).concat(["and " + (out.length - 4) + " more"]);
+    return out.join("; ");
+  }
+
+  function causeLink(key) {
+    var cause = R.causes[key];
+    return cause.href ? el("a", {href: cause.href}, [cause.section]) : null;
+  }
+
   function describe(reading) {
-    var f = reading.fields, rows = [], cause = R.causes[reading.cause];
+    var f = reading.fields, rows = [];
     if (reading.kind === "unknown") {
-      return [el("p", {"class": "triage-verdict", "data-kind": "unknown"},
-        ["Not an autograd validation message: none of the engine's checks (shape, dtype, "
-         + "layout, device, number of gradients) and none of the known forward errors "
-         + "reads from this text. Paste the line that starts with RuntimeError."])];
+      return [el("p", {"class": "triage-verdict", "data-kind": "unknown", "data-cause": "unknown"},
+        ["Not a message this page reads: none of the engine's checks (shape, dtype, layout, "
+         + "device, number of gradients) and none of the known forward, optimizer or hook "
+         + "errors reads from this text. If you pasted only part of it, paste the whole "
+         + "error; if it is whole, it is not one of these."])];
     }
     rows.push(["kind", reading.kind + (reading.autograd ? " (a check of the backward pass)" : " (not the backward's check)")]);
+    if (reading.where) rows.push(["raised in", R.where[reading.where]]);
     if ("node" in f && f.node) {
       rows.push(["node", f.node]);
       var info = nodeInput(f.node, f.index);
       rows.push(["made by", info ? "torch." + info.op + (info.name !== f.node ? " (as " + info.name + " in torch " + R.torch + ")" : "")
-        : "no entry in torch " + R.torch + "'s derivatives.yaml: a custom autograd.Function, a node written in C++, or an older torch's node"]);
+        : "no entry in torch " + R.torch + "'s derivatives.yaml: a custom autograd.Function, a node written in C++, or a node that torch no longer has"]);
       if ("index" in f) rows.push(["index", f.index + (info && info.input ? ": the input " + info.input : "")]);
     } else if ("index" in f) rows.push(["index", String(f.index)]);
-    if (reading.kind === "shape" || reading.kind === "gradient argument") {
-      rows.push(["got", show(f.got)]);
-      rows.push(["expected", show(f.expected)]);
-      shapeChanges(f.got, f.expected).forEach(function (c) {
-        var dim = c[0], was = c[1], now = c[2], what;
-        if (now === null) what = "missing in got";
-        else if (was === null) what = "only in got: summed away if the rest fits";
-        else if (typeof was === "number" && typeof now === "number")
-          what = now < was ? (was - now) + " fewer (smaller: a cut)" : (now - was) + " more (larger)";
-        else what = "changed";
-        rows.push(["dim " + dim, "expected " + (was === null ? "none" : was) + ", got " + (now === null ? "none" : now) + ": " + what]);
-      });
-    } else {
-      ["expected", "got", "tensor", "weight", "input", "dim"].forEach(function (k) {
-        if (k in f) rows.push([k, show(f[k])]);
-      });
+    ["got", "expected", "tensor", "weight", "input", "dim", "size", "groups", "hook"].forEach(function (k) {
+      if (k in f) rows.push([k, show(f[k])]);
+    });
+    if (Array.isArray(f.got) && Array.isArray(f.expected)) {
+      var changed = shapeChanges(f.got, f.expected);
+      if (changed.length) rows.push(["changed", changes(changed)]);
     }
     var table = el("table", {"class": "triage-table"}, [el("tbody", {}, rows.map(function (r) {
       return el("tr", {"data-row": r[0]}, [el("th", {scope: "row"}, [r[0]]), el("td", {}, [r[1]])]);
     }))]);
-    var verdict = el("p", {"class": "triage-verdict", "data-kind": reading.kind, "data-cause": reading.cause},
-      [el("strong", {}, ["Most likely: "]), cause.text + "."]);
-    var out = [table, verdict];
-    if (cause.href) out.push(el("p", {"class": "triage-link"}, ["Explained, with the fix: ",
-      el("a", {href: cause.href}, [cause.section])]));
+    var out = [table];
+    if (reading.cause !== "cannot tell") {
+      out.push(el("p", {"class": "triage-verdict", "data-kind": reading.kind, "data-cause": reading.cause},
+        [el("strong", {}, ["Most likely: "]), R.causes[reading.cause].text + "."]));
+      var link = causeLink(reading.cause);
+      if (link) out.push(el("p", {"class": "triage-link"}, ["Explained, with the fix: ", link]));
+      return out;
+    }
+    var list = el("ol", {"class": "triage-candidates"}, reading.candidates.map(function (key) {
+      var cause = R.causes[key], item = [el("span", {"class": "triage-cause", "data-cause": key}, [cause.text + "."])];
+      if (cause.question) item.push(el("span", {"class": "triage-question"}, [" Check: " + cause.question]));
+      var link = causeLink(key);
+      if (link) item.push(" (", link, ")");
+      return el("li", {}, item);
+    }));
+    out.push(el("div", {"class": "triage-verdict", "data-kind": reading.kind, "data-cause": "cannot tell",
+                        "data-candidates": reading.candidates.join("|")},
+      [el("p", {}, [el("strong", {}, ["The text alone cannot tell. "]),
+                    "In order, most likely first, each with the one check that tells it apart:"]),
+       list].concat(reading.ask ? [el("p", {"class": "triage-ask"},
+        ["Paste the whole traceback, not only the last line: where the error was raised "
+         + "(optimizer.step(), backward(), a forward pass, an EMA update) decides."])] : [])));
     return out;
   }
 
-  function run() {
+  function run(event) {
     var box = document.getElementById("triage-input"), answer = document.getElementById("triage-answer");
     if (!box || !answer) return;
     var reading = readMessage(box.value);
@@ -141,9 +217,15 @@
       return;
     }
     describe(reading).forEach(function (n) { answer.appendChild(n); });
+    if (event && event.type === "click") {       // show the verdict (on a phone, below the box)
+      var verdict = answer.querySelector(".triage-verdict");
+      if (verdict && verdict.scrollIntoView)
+        verdict.scrollIntoView({block: verdict.offsetHeight < window.innerHeight * 0.8 ? "center" : "start"});
+    }
   }
 
-  window.triage = {readMessage: readMessage, nodeInput: nodeInput, shapeChanges: shapeChanges, run: run};
+  window.triage = {readMessage: readMessage, nodeInput: nodeInput, shapeChanges: shapeChanges, run: run,
+                   readAll: function (texts) { return texts.map(readMessage); }};
   function start() {
     var box = document.getElementById("triage-input");
     if (!box) return;

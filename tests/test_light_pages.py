@@ -366,6 +366,10 @@ def test_17_folds_named_by_their_text(fresh):
     fails(17, page, lp.folds_named_by_their_text,
           text.replace(lp.FOLD_LABEL, '<summary  aria-label="Toggle hidden content">'),
           page, found)
+    # the theme's search field button, named "Search" while it shows "Search Ctrl+K"
+    assert 'class="btn search-button-field' in text and not lp.SEARCH_FIELD_LABELLED.search(named)
+    fails(17, page, lp.folds_named_by_their_text,
+          text.replace('aria-label="Search"', 'aria-label="Find"'), page, found)
 
 
 def test_8_the_themes_tab_stops():

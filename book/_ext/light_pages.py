@@ -103,9 +103,10 @@ from an earlier one, is checked to be light already):
    every page's list of scripts (`html-page-context`); search.html, whose
    search script asks whether it is on, is told it is off. Checked: the
    script was in the list and is no longer.
-17. MyST-NB's toggle of a folded cell ("Show code cell source") is named by
-   what it shows: its `<summary>` loses `aria-label="Toggle hidden
-   content"`, which names it otherwise (axe-core's rule
+17. Controls named by the text they show: MyST-NB's toggle of a folded
+   cell ("Show code cell source") loses `aria-label="Toggle hidden
+   content"`, and the theme's search field button ("Search Ctrl+K") its
+   `aria-label="Search"`, which name them otherwise (axe-core's rule
    label-content-name-mismatch: a reader who speaks the label shown cannot
    reach it). Checked: no such label is left.
 
@@ -147,7 +148,7 @@ REWRITES = {
     14: "sidebar toggles named",
     15: "print in light colours",
     16: "search highlighting off",
-    17: "folded cells' toggles named by their text",
+    17: "controls named by the text they show",
 }
 
 
@@ -207,6 +208,8 @@ SEARCH_HIGHLIGHT = "sphinx_highlight.js"
 SEARCH_HIGHLIGHT_OFF = "const SPHINX_HIGHLIGHT_ENABLED = false;"
 # MyST-NB's toggle of a folded cell (17).
 FOLD_LABEL = '<summary aria-label="Toggle hidden content">'
+SEARCH_FIELD_LABEL = re.compile(r'(<button class="btn search-button-field\b[^>]*?) aria-label="Search"')
+SEARCH_FIELD_LABELLED = re.compile(r'<button class="btn search-button-field\b[^>]*\baria-label=')
 ICON_FONT_RULES = re.compile(
     r'\.fa-[\w-]+:before(?:,\.fa-[\w-]+:before)*\{content:"[^"]*"\}')
 ICON_FONT_RULE_LEFT = re.compile(r'\.fa-[\w-]+::?before[^{}]*\{\s*content:\s*"')
@@ -563,11 +566,15 @@ def light_page(text, page, shapes, found=None):
 
 
 def folds_named_by_their_text(text, page, found):
-    """MyST-NB's fold toggles without the label that hides their text (17)."""
+    """MyST-NB's fold toggles and the search field button without the label
+    that hides their text (17)."""
     count = text.count(FOLD_LABEL)
     text = text.replace(FOLD_LABEL, "<summary>")
     if "Toggle hidden content" in text:
         raise failure(17, page, "a fold's toggle still labelled 'Toggle hidden content'")
+    text = SEARCH_FIELD_LABEL.sub(r"\1", text)
+    if SEARCH_FIELD_LABELLED.search(text):
+        raise failure(17, page, "the search field button still has an aria-label")
     found[17] += count
     return text
 

@@ -6,8 +6,8 @@ that its result is whole, and stops the build otherwise (LightPagesError,
 naming the rewrite, the file and what is missing): a new release of the
 themes (pinned in requirements.txt), of Sphinx or of docutils that writes
 something else fails the build instead of leaving, say, every icon blank.
-Rewrite 7 edits each page's list of scripts in Sphinx's `html-page-context`
-event; the others edit files once Sphinx has written them (`build-finished`:
+Rewrites 7 and 16 edit each page's list of scripts in Sphinx's
+`html-page-context` event; the others edit files once Sphinx has written them (`build-finished`:
 what they change is written by the theme's templates or copied from its
 files, and is in no list the event could edit; each says why below).
 

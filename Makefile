@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-requirements
 
 .PHONY: help setup book book-strict test test-only lint generate generate-check \
         execute dot bench versions clean student lint-workflows publish-dry-run \
-        study lighthouse ci ci-checks floor clean-floor
+        study lighthouse ci ci-checks floor clean-floor pdf notebooks-zip
 
 help: ## this list: every target, with what it does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,17 @@ $(STAMP): requirements.txt
 book: setup ## build the HTML book under _build/html
 	$(VENV)/bin/jupyter-book build --quiet .
 	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+# The book to take away (tools/downloads.py), into the built site's
+# downloads folder (_config.yml's book_downloads), which every page links:
+# a PDF of each page and of the whole book (cover, contents, outline),
+# printed by the system Chromium with every fold open; and a zip of the
+# notebooks, both editions. The Pages workflow runs both after the book.
+pdf: book ## a PDF of the whole book and of each page, with the system Chromium
+	$(PY) -m tools.downloads pdf
+
+notebooks-zip: setup ## a zip of the notebooks, with answers and the student edition
+	$(PY) -m tools.downloads zip
 
 # The same, with every Sphinx warning an error (used by CI).
 book-strict: setup ## build the whole book, every Sphinx warning an error

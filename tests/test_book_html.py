@@ -56,13 +56,16 @@ def test_formulas_become_mathml_or_stop_the_build():
         tex_to_mathml(r"\unknowncommand x", display=False)
 
 
-def test_inline_code_breaks_after_punctuation_only():
+def test_inline_code_breaks_before_a_dot_and_after_a_slash_only():
     module = light_pages()
     html = ('<code class="docutils literal notranslate"><span class="pre">'
-            'torch.nn.utils.prune</span> <span class="pre">&quot;a/b&quot;</span></code>')
+            'torch.nn.utils.prune</span> <span class="pre">&quot;a/b&quot;</span>'
+            ' <span class="pre">.data</span> <span class="pre">w[0].grad...</span></code>')
     out = module.INLINE_CODE.sub(module.breakable_code, html)
-    assert out.count("<wbr>") == 4
-    assert "torch.<wbr>nn.<wbr>utils.<wbr>prune" in out and "a/<wbr>b" in out
+    assert out.count("<wbr>") == 5
+    assert "torch<wbr>.nn<wbr>.utils<wbr>.prune" in out and "a/<wbr>b" in out
+    # a leading dot (an attribute named alone) and an ellipsis never break
+    assert '"pre">.data<' in out and "w[0]<wbr>.grad...<" in out
     assert 'class="pre"' in out and "&quot;" in out  # tags and entities untouched
 
 

@@ -95,8 +95,16 @@ fc1    10x100
 
    part
 
+.. raw:: html
+
+   <details class="admonition hide above-input">
+   <summary aria-label="Toggle hidden content">
+   <p class="collapsed admonition-title">Show code cell source</p>
+   </summary><pre>x = 1</pre></details>
+
 .. [Ref] A reference, for the bibliography.
 """
+# (the raw block: a folded cell as MyST-NB 1.4 writes it)
 PART = "Part\n====\n\nText.\n\n.. toctree::\n\n   sub\n"
 SUB = "Sub\n===\n\nMore text.\n"
 
@@ -324,12 +332,44 @@ def test_7_head_scripts_deferred():
                 + [_JavaScript(f"_static/{name}", priority=500) for name in lp.DEFERRED]
                 + [_JavaScript(None, body="let x = 1;")])
     deferred = lp.deferred_scripts(scripts(), "page.html")
-    assert [js.attributes.get("defer") for js in deferred] == [None] + ["defer"] * 7 + [None]
+    assert [js.attributes.get("defer") for js in deferred] == \
+        [None] + ["defer"] * len(lp.DEFERRED) + [None]
     assert [js.filename for js in deferred] == [js.filename for js in scripts()]
     without = [js for js in scripts() if "doctools" not in str(js.filename)]
     assert "doctools.js" in fails(7, "page.html", lp.deferred_scripts, without, "page.html")
     old_style = [str(js.filename) if "copybutton" in str(js.filename) else js for js in scripts()]
     fails(7, "page.html", lp.deferred_scripts, old_style, "page.html")
+
+
+def test_16_no_search_highlighting():
+    from sphinx.builders.html._assets import _JavaScript
+
+    def scripts():
+        return [_JavaScript("_static/doctools.js"), _JavaScript("_static/sphinx_highlight.js"),
+                _JavaScript(None, body="let x = 1;")]
+    names = [js.filename for js in lp.without_search_highlight(scripts(), "page.html")]
+    assert names == ["_static/doctools.js", None]
+    # search.html's search script is told that highlighting is off
+    on_search = lp.without_search_highlight(scripts(), "search.html")
+    assert [js.filename for js in on_search] == ["_static/doctools.js", None, None]
+    assert on_search[-1].attributes["body"] == lp.SEARCH_HIGHLIGHT_OFF
+    fails(16, "page.html", lp.without_search_highlight, scripts()[::2], "page.html")
+
+
+def test_17_folds_named_by_their_text(fresh):
+    page = fresh / "index.html"
+    text = page.read_text()
+    assert lp.FOLD_LABEL in text
+    found = Counter()
+    named = lp.folds_named_by_their_text(text, page, found)
+    assert "Toggle hidden content" not in named and found[17] == 1
+    fails(17, page, lp.folds_named_by_their_text,
+          text.replace(lp.FOLD_LABEL, '<summary  aria-label="Toggle hidden content">'),
+          page, found)
+    # the theme's search field button, named "Search" while it shows "Search Ctrl+K"
+    assert 'class="btn search-button-field' in text and not lp.SEARCH_FIELD_LABELLED.search(named)
+    fails(17, page, lp.folds_named_by_their_text,
+          text.replace('aria-label="Search"', 'aria-label="Find"'), page, found)
 
 
 def test_8_the_themes_tab_stops():
@@ -371,11 +411,14 @@ def test_11_inline_code(fresh):
     page = fresh / "index.html"
     text = page.read_text()
     found = Counter()
-    assert "torch.<wbr>nn.<wbr>utils" in lp.breakable_inline_code(text, page, found)
+    assert "torch<wbr>.nn<wbr>.utils" in lp.breakable_inline_code(text, page, found)
     assert found[11]
     fails(11, page, lp.breakable_inline_code,
           text.replace('class="docutils literal notranslate"', 'class="literal docutils"'),
           page, found)
+    # a break after a dot, however it got there, splits an attribute from its dot
+    fails(11, page, lp.breakable_inline_code,
+          text.replace("torch.nn.utils", "torch.<wbr>nn.utils"), page, found)
 
 
 def test_12_images(fresh):

@@ -102,7 +102,8 @@ def test_github_workflows_test_and_publish_the_book():
 
 def test_pages_workflow_builds_with_make():
     """`make book`, as a local build, after `make generate` (the notebooks'
-    links to the book's pages are made from the address), and the class
+    links to the book's pages are made from the address), its PDFs and
+    notebooks' zip (which every page links), and the class
     site copied to /class/ inside it; besides the address, no step of its
     own."""
     build = workflow("pages.yml")["jobs"]["build"]["steps"]
@@ -110,7 +111,8 @@ def test_pages_workflow_builds_with_make():
     assert runs == [pages_address_step(), next(s for s in build
                                                if s.get("name") == "Build the book")]
     assert runs[-1]["run"].strip().splitlines() == [
-        "make generate book class-site", "cp -r _build/class/html _build/html/class"]
+        "make generate book pdf notebooks-zip class-site",
+        "cp -r _build/class/html _build/html/class"]
     actions = [s["uses"].split("@")[0] for s in build if "uses" in s]
     assert actions == ["actions/checkout", "actions/setup-python",
                        "actions/upload-pages-artifact"]

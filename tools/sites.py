@@ -123,6 +123,8 @@ def base_config(title, exclude):
     config["title"] = title
     config["exclude_patterns"] = exclude
     config["only_build_toc_files"] = True
+    # the book's PDFs and notebooks are the book's own downloads, not this site's
+    config["sphinx"]["config"].pop("book_downloads", None)
     return config
 
 

@@ -14,7 +14,9 @@ written in one place. The badge is drawn inline (no external image).
    browser ("Identifier 'THEBE_JS_URL' has already been declared").
 
 4. What each page loads: only what it shows (light_pages.py); text
-   outputs laid out in columns keep them (output_shapes.py).
+   outputs laid out in columns keep them (output_shapes.py); the book's
+   PDF and notebooks linked from each page, and printing with every fold
+   open (downloads.py).
 """
 import importlib.util
 import re
@@ -162,6 +164,8 @@ def setup(app):
     # What a page loads, and outputs that keep their columns (beside this file).
     app.setup_extension("light_pages")
     app.setup_extension("output_shapes")
+    # the book's PDF and notebooks in each page's download menu (beside this file)
+    app.setup_extension("downloads")
     app.connect("config-inited", keep_the_navbar_off)
     app.connect("config-inited", add_substitutions)
     app.connect("doctree-read", add_badge)

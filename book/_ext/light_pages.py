@@ -6,8 +6,8 @@ that its result is whole, and stops the build otherwise (LightPagesError,
 naming the rewrite, the file and what is missing): a new release of the
 themes (pinned in requirements.txt), of Sphinx or of docutils that writes
 something else fails the build instead of leaving, say, every icon blank.
-Rewrite 7 edits each page's list of scripts in Sphinx's `html-page-context`
-event; the others edit files once Sphinx has written them (`build-finished`:
+Rewrites 7 and 16 edit each page's list of scripts in Sphinx's
+`html-page-context` event; the others edit files once Sphinx has written them (`build-finished`:
 what they change is written by the theme's templates or copied from its
 files, and is in no list the event could edit; each says why below).
 
@@ -72,8 +72,11 @@ from an earlier one, is checked to be light already):
 10. Headings break after a slash ("owner/repository" is one long word
    otherwise), not in the middle of a word. Checked: every heading was
    matched, and no slash of a heading's text is left without `<wbr>`.
-11. Long names in inline code break after a dot, slash, underscore or
-   comma (`<wbr>`). Checked: every `<code>` literal was matched.
+11. Long names in inline code break before a dot (the dot starts the
+   next line, as in `layer.weight` / `.data`: an attribute such as `.data`
+   is never split after its dot) and after a slash, underscore or comma
+   (`<wbr>`). Checked: every `<code>` literal was matched, and no break is
+   left after a dot.
 12. Images: their size written on the tag (no jump when they arrive) and
    loaded lazily, when the reader scrolls near them; a graph wider than a
    phone's screen says that it scrolls (class `wide-on-phone`, book.css).
@@ -94,8 +97,20 @@ from an earlier one, is checked to be light already):
    under `@media print`, at the end of book.css (the last stylesheet, so
    that they win). Checked: each of those stylesheets is there and has
    light rules.
+16. No search highlighting: Sphinx's sphinx_highlight.js marks, on the
+   next page the reader opens (even much later), every piece of text that
+   holds a word of the last search ("an" inside "and"). It is dropped from
+   every page's list of scripts (`html-page-context`); search.html, whose
+   search script asks whether it is on, is told it is off. Checked: the
+   script was in the list and is no longer.
+17. Controls named by the text they show: MyST-NB's toggle of a folded
+   cell ("Show code cell source") loses `aria-label="Toggle hidden
+   content"`, and the theme's search field button ("Search Ctrl+K") its
+   `aria-label="Search"`, which name them otherwise (axe-core's rule
+   label-content-name-mismatch: a reader who speaks the label shown cannot
+   reach it). Checked: no such label is left.
 
-Rewrites 9 to 14 depend on what a page holds; a build that writes every
+Rewrites 9 to 14 and 17 depend on what a page holds; a build that writes every
 page also checks that each of them found something in some page (the
 config value `light_pages_found_somewhere`: a smaller site, such as the
 teacher's pack, without pictures or references, names fewer).
@@ -127,11 +142,13 @@ REWRITES = {
     8: "the theme's tab-stop measurement at load",
     9: "boxes that scroll made focusable",
     10: "headings break after a slash",
-    11: "inline code breaks after punctuation",
+    11: "inline code breaks before a dot, after / _ and ,",
     12: "images sized and lazy",
     13: "references as list items",
     14: "sidebar toggles named",
     15: "print in light colours",
+    16: "search highlighting off",
+    17: "controls named by the text they show",
 }
 
 
@@ -182,9 +199,17 @@ SEARCH_AS_YOU_TYPE_OFF = "DOCUMENTATION_OPTIONS.search_as_you_type = false"
 SEARCH_AS_YOU_TYPE_ON = "DOCUMENTATION_OPTIONS.search_as_you_type = true"
 # Head scripts that nothing before the end of parsing needs (documentation_
 # options.js stays: an inline script right after it sets its pagename).
-DEFERRED = ("doctools.js", "sphinx_highlight.js", "clipboard.min.js",
+DEFERRED = ("doctools.js", "clipboard.min.js",
             "copybutton.js", "sphinx-book-theme.js", "togglebutton.js",
             "design-tabs.js")
+# Search highlighting (16): the script dropped, and what search.html's
+# searchtools.js reads to know whether it is on.
+SEARCH_HIGHLIGHT = "sphinx_highlight.js"
+SEARCH_HIGHLIGHT_OFF = "const SPHINX_HIGHLIGHT_ENABLED = false;"
+# MyST-NB's toggle of a folded cell (17).
+FOLD_LABEL = '<summary aria-label="Toggle hidden content">'
+SEARCH_FIELD_LABEL = re.compile(r'(<button class="btn search-button-field\b[^>]*?) aria-label="Search"')
+SEARCH_FIELD_LABELLED = re.compile(r'<button class="btn search-button-field\b[^>]*\baria-label=')
 ICON_FONT_RULES = re.compile(
     r'\.fa-[\w-]+:before(?:,\.fa-[\w-]+:before)*\{content:"[^"]*"\}')
 ICON_FONT_RULE_LEFT = re.compile(r'\.fa-[\w-]+::?before[^{}]*\{\s*content:\s*"')
@@ -217,7 +242,10 @@ ANY_HEADING = re.compile(r'<h[1-6]\b', re.I)
 SLASH_TO_BREAK = re.compile(r'/(?=[^<>\s])(?![^<]*>)')
 INLINE_CODE = re.compile(r'(<code class="docutils literal notranslate">)(.*?)(</code>)', re.S)
 ANY_LITERAL = re.compile(r'<code\b[^>]*\bliteral\b', re.I)
-BREAK_AFTER = re.compile(r'(?<=[./_,])(?=[^<>\s&;])(?![^<]*>)')
+BREAK_AFTER = re.compile(r'(?<=[/_,])(?=[^<>\s&;])(?![^<]*>)')
+# before a dot that ends a name (not a leading dot, as in `.data`, nor one of "..")
+BREAK_BEFORE = re.compile(r'(?<=[\w)\]])(?=\.[^<>\s&;.])(?![^<]*>)')
+BREAK_AFTER_DOT = re.compile(r'\.<wbr>')
 TOC_TOGGLE = re.compile(
     r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">)((?:(?!</a>).)*)'
     r'(</a><details[^>]*>)<summary>', re.S)
@@ -410,19 +438,26 @@ def breakable_headings(text, page, found):
 
 
 def breakable_code(match):
-    """Inline code with a line-break opportunity after . / _ and ,"""
+    """Inline code with a line-break opportunity before a dot (not a
+    leading one) and after / _ and ,"""
     if "<wbr>" in match.group(2):
         return match.group(0)
-    return match.group(1) + BREAK_AFTER.sub("<wbr>", match.group(2)) + match.group(3)
+    code = BREAK_AFTER.sub("<wbr>", BREAK_BEFORE.sub("<wbr>", match.group(2)))
+    return match.group(1) + code + match.group(3)
 
 
 def breakable_inline_code(text, page, found):
-    """Every inline code literal of the page breakable after punctuation (11)."""
+    """Every inline code literal of the page breakable before a dot and
+    after / _ and , (11)."""
     literals = len(ANY_LITERAL.findall(text))
     text, count = INLINE_CODE.subn(breakable_code, text)
     if count != literals:
         raise failure(11, page, f"{count} of the page's {literals} inline code literals "
                       "matched INLINE_CODE")
+    after_dot = [m.group(0)[:80] for m in INLINE_CODE.finditer(text)
+                 if BREAK_AFTER_DOT.search(m.group(2))]
+    if after_dot:
+        raise failure(11, page, f"inline code that breaks after a dot: {after_dot[:3]}")
     found[11] += count
     return text
 
@@ -504,7 +539,7 @@ def drop_search_scripts(text, page):
 
 def light_page(text, page, shapes, found=None):
     """A page that Sphinx wrote in this build (it holds PAGE_MARK),
-    rewritten (1, 2, 5, 6, 9 to 14); `found` counts what the rewrites that
+    rewritten (1, 2, 5, 6, 9 to 14, 17); `found` counts what the rewrites that
     depend on the page's content found. A page without the mark is only
     checked to be light already (written by an earlier build, or not by
     Sphinx, such as the redirecting index.html)."""
@@ -524,9 +559,41 @@ def light_page(text, page, shapes, found=None):
     text = breakable_inline_code(text, page, found)
     text = references_as_list_items(text, page, found)
     text = named_toggles(text, page, found)
+    text = folds_named_by_their_text(text, page, found)
     text = inline_icons(text, page, shapes)
     text = focusable_boxes(text, page, found)
     return sized_lazy_images(text, page, found)
+
+
+def folds_named_by_their_text(text, page, found):
+    """MyST-NB's fold toggles and the search field button without the label
+    that hides their text (17)."""
+    count = text.count(FOLD_LABEL)
+    text = text.replace(FOLD_LABEL, "<summary>")
+    if "Toggle hidden content" in text:
+        raise failure(17, page, "a fold's toggle still labelled 'Toggle hidden content'")
+    text = SEARCH_FIELD_LABEL.sub(r"\1", text)
+    if SEARCH_FIELD_LABELLED.search(text):
+        raise failure(17, page, "the search field button still has an aria-label")
+    found[17] += count
+    return text
+
+
+def without_search_highlight(scripts, page):
+    """The page's list of scripts without sphinx_highlight.js (16), edited
+    in place; on search.html, a script that says it is off."""
+    def name(js):
+        return str(getattr(js, "filename", None) or "").split("?")[0].rsplit("/", 1)[-1]
+
+    if not any(name(js) == SEARCH_HIGHLIGHT for js in scripts):
+        raise failure(16, page, f"{SEARCH_HIGHLIGHT} is not among the page's scripts")
+    scripts[:] = [js for js in scripts if name(js) != SEARCH_HIGHLIGHT]
+    if page == "search.html":
+        kind = type(scripts[0])
+        scripts.append(kind(None, body=SEARCH_HIGHLIGHT_OFF, priority=1000))
+    if any(name(js) == SEARCH_HIGHLIGHT for js in scripts):
+        raise failure(16, page, f"{SEARCH_HIGHLIGHT} left among the page's scripts")
+    return scripts
 
 
 def deferred_scripts(scripts, page):
@@ -550,10 +617,11 @@ def deferred_scripts(scripts, page):
 
 def page_context(app, pagename, templatename, context, doctree):
     """Per page, before it is written: the mark that it is to be lightened,
-    and its head scripts deferred (7)."""
+    no search highlighting (16), and its head scripts deferred (7)."""
     if app.builder.format != "html":
         return
     context["metatags"] = (context.get("metatags") or "") + PAGE_MARK
+    without_search_highlight(context["script_files"], f"{pagename}.html")
     if pagename != "search":  # its search scripts run in the head
         deferred_scripts(context["script_files"], f"{pagename}.html")
 
@@ -790,7 +858,7 @@ def visit_displaymath(self, node):
 
 
 # The rewrites that a whole build of the book must find something for.
-FOUND_SOMEWHERE = (9, 10, 11, 12, 13, 14)
+FOUND_SOMEWHERE = (9, 10, 11, 12, 13, 14, 17)
 
 
 def setup(app):
@@ -800,9 +868,9 @@ def setup(app):
     # after the other extensions' handlers (drop_duplicate_scripts of
     # book_html.py first): the page's final list of scripts
     app.connect("html-page-context", page_context, priority=900)
-    # Rewrites 1 to 6 and 8 to 15 edit what Sphinx wrote: the tags of 1, 5
+    # Rewrites 1 to 6, 8 to 15 and 17 edit what Sphinx wrote: the tags of 1, 5
     # and 6 are written by the theme's layout template itself (in no list
-    # of the page's context), 2 and 9 to 14 rewrite the body's HTML, and
+    # of the page's context), 2, 9 to 14 and 17 rewrite the body's HTML, and
     # 3, 4, 8 and 15 files of the theme's static folder, copied at the end.
     # After the theme's own (pydata-sphinx-theme writes pygments.css then).
     app.connect("build-finished", lighten_pages, priority=900)

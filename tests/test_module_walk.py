@@ -103,6 +103,7 @@ def build(name, cls, kwargs=None):
         return cls(**extra)
     module = cls(*args, **kwargs)
     if name.startswith("Lazy"):
+        assert ch.check_module_shapes(module) == []      # no shapes yet: nothing to read
         dims = next(int(c) for c in name if c.isdigit()) if any(c.isdigit() for c in name) else 0
         module(LAZY_INPUTS[dims] if dims else torch.ones(2, 5))
     return module
@@ -164,7 +165,7 @@ def assert_named(module, dotted, dim):
 
 CASES = []
 for _name, _cls in sorted(nn_classes().items()):
-    for _kwargs in KWARGS.get(_name, [{}]):
+    for _kwargs in KWARGS.get(_name, [{}]) if _name not in BASES else []:
         CASES.append((_name, _kwargs))
 
 
@@ -207,8 +208,6 @@ def _try(cls, args):
                                                      for n, k in CASES])
 def test_each_cut_tensor_is_named_with_its_setting(name, kwargs):
     cls = nn_classes()[name]
-    if name in BASES:
-        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

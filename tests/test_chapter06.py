@@ -532,6 +532,14 @@ def test_groups_bilinear_and_weight_norm_are_read():
     grouped.in_channels = 5                        # 5 channels in 3s: no groups fits
     [problem] = ch.check_module_shapes(grouped)
     assert (problem.tensor, problem.expected) == ("groups", [])
+    assert "no groups fits the weight" in str(problem)
+    norm, attention = nn.GroupNorm(2, 6), nn.MultiheadAttention(8, 2)
+    norm.num_groups, attention.num_heads = 4, 3
+    assert [str(p) for p in ch.check_module_shapes(norm) + ch.check_module_shapes(attention)] == [
+        "GroupNorm.num_groups = 4: num_channels 6 is not a multiple of num_groups 4: cut whole "
+        "groups (or heads), or change num_groups.",
+        "MultiheadAttention.num_heads = 3: embed_dim 8 is not a multiple of num_heads 3: cut "
+        "whole groups (or heads), or change num_heads."]
     bilinear = nn.Bilinear(4, 5, 3)
     bilinear.weight.data = bilinear.weight.data[:, :, :4]
     assert found(bilinear) == [("weight", "tensor", [3, 4, 5], [3, 4, 4])]

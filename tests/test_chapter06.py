@@ -566,6 +566,28 @@ def test_a_spectral_norm_is_read_without_its_power_iteration():
     assert diagnosis.evidence[0].startswith("ParametrizedLinear.parametrizations.weight.original")
 
 
+class KeepsShape(nn.Module):
+    """A parametrization with a right_inverse: its output's shape is not known
+    without running it."""
+    def forward(self, x):
+        return x
+
+    def right_inverse(self, x):
+        return x
+
+
+def test_a_parametrization_that_cannot_be_read_is_said_so_not_passed():
+    conv = nn.Conv2d(3, 4, 3)
+    torch.nn.utils.parametrize.register_parametrization(conv, "weight", KeepsShape())
+    [problem] = ch.check_module_shapes(conv)
+    assert (problem.tensor, problem.kind) == ("weight", "unchecked")
+    diagnosis = ch.diagnose_invalid_gradient("mat1 and mat2 shapes cannot be multiplied", [], conv)
+    assert diagnosis.cause != "forward error"
+    assert diagnosis.evidence == ("ParametrizedConv2d.weight: not checked (weight is "
+                                  "parametrized, and its shape cannot be read without running "
+                                  "the parametrization)",)
+
+
 LSTM_CRASH = """
 import torch
 from torch import nn

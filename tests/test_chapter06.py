@@ -121,10 +121,53 @@ def test_a_node_not_in_the_outputs_graph_is_reported_unknown():
     unrelated = nn.Linear(2, 2)(torch.ones(2)).sum()
     diagnosis = ch.diagnose_invalid_gradient(error, unrelated)
     assert diagnosis.cause == "unknown"
-    with pytest.raises(TypeError):
-        ch.diagnose_invalid_gradient(error, "loss")
-    with pytest.raises(TypeError):
-        ch.diagnose_invalid_gradient(error, new, model="model")
+    wrong = ch.diagnose_invalid_gradient(error, "loss")
+    assert wrong.cause == "unknown" and wrong.evidence[0] == (
+        "outputs must be a tensor or a list of tensors, got str: only its tensors were read")
+    unnamed = ch.diagnose_invalid_gradient(error, new, model="model")
+    assert unnamed.evidence[0] == "model must be an nn.Module, got str: its tensors were not checked"
+    assert unnamed.cause == "stale accumulator"
+    assert unnamed.tensor == "parameter 'an unnamed leaf of shape [10, 90]'"
+
+
+class Unprintable(RuntimeError):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+class BrokenModule(nn.Linear):
+    def named_modules(self, *args, **kwargs):
+        raise RuntimeError("cannot list")
+
+
+class BrokenSetting(nn.Linear):
+    @property
+    def out_features(self):
+        raise RuntimeError("cannot read out_features")
+
+    @out_features.setter
+    def out_features(self, value):
+        pass
+
+
+def test_diagnose_invalid_gradient_never_raises():
+    """Whatever it is given, a Diagnosis comes back, saying what it could not use."""
+    layer, old, new = make_test1_situation()
+    error = failing_backward(new)
+    for args in [(None, None), (42, 42), (object(), [new, "x"]), (Unprintable("x"), new),
+                 (error, iter([new])), (error, new, 3.5), (error, new, BrokenModule(2, 2)),
+                 ("The size of tensor a (3) must match", [], BrokenModule(2, 2)),
+                 ("The size of tensor a (3) must match", [], BrokenSetting(2, 2)),
+                 (b"bytes", {"a": new}), ("\x00" * 10_000, ())]:
+        diagnosis = ch.diagnose_invalid_gradient(*args)
+        assert isinstance(diagnosis, ch.Diagnosis) and diagnosis.cause in ch.FIXES, args
+        assert str(diagnosis) and diagnosis.fix
+    broken = ch.diagnose_invalid_gradient("The size of tensor a (3) must match", [],
+                                          BrokenSetting(2, 2))
+    assert broken.evidence == (
+        "BrokenSetting: not checked (RuntimeError: cannot read out_features)",)
+    assert broken.cause == "not a shape message"      # unread is not inconsistent
+    del old
 
 
 # --- who holds the graph ------------------------------------------------------
@@ -449,6 +492,102 @@ def test_check_module_shapes_refuses_what_is_not_a_module_and_changes_nothing():
     assert all(torch.equal(before[n], p) for n, p in lstm.named_parameters())
 
 
+def found(module):
+    return [(p.tensor, p.kind, p.expected, p.actual) for p in ch.check_module_shapes(module)]
+
+
+def test_the_forgotten_tensor_is_named_not_the_cut_ones():
+    """Settings left alone: the tensors outvote them, and the one left behind is named."""
+    bn = nn.BatchNorm2d(8)
+    for name in ("weight", "bias", "running_var"):
+        getattr(bn, name).data = getattr(bn, name).data[:6]
+    assert found(bn) == [("running_mean", "tensor", [6], [8]),
+                         ("num_features", "setting", [6], [8])]
+    assert "set num_features = 6" in str(ch.check_module_shapes(bn)[1])
+    norm = nn.LayerNorm(8)
+    norm.weight.data = norm.weight.data[:6]
+    norm.normalized_shape = (6,)
+    assert found(norm) == [("bias", "tensor", [6], [8])]
+    norm.normalized_shape = (8,)                   # one against one: the setting decides,
+    [problem] = ch.check_module_shapes(norm)       # and the other way is spelled out
+    assert (problem.tensor, problem.expected) == ("weight", [8])
+    assert "If 6 is meant: cut bias the same way and set normalized_shape[0] = 6" in str(problem)
+    for name in ("weight", "bias", "running_mean", "running_var"):
+        getattr(bn, name).data = getattr(bn, name).data[:6]
+    assert found(bn) == [("num_features", "setting", [6], [8])]
+
+
+def test_groups_bilinear_and_weight_norm_are_read():
+    depthwise = nn.Conv2d(8, 8, 3, groups=8)
+    depthwise.weight.data, depthwise.bias.data = depthwise.weight.data[:6], depthwise.bias.data[:6]
+    depthwise.in_channels = depthwise.out_channels = 6
+    [problem] = ch.check_module_shapes(depthwise)
+    assert (problem.tensor, problem.kind, problem.expected, problem.actual) == (
+        "groups", "setting", [6], [8])
+    assert "set groups = 6" in str(problem)
+    grouped = nn.Conv2d(6, 6, 3, groups=2)         # weight [6, 3, 3, 3]
+    grouped.groups = 4
+    [problem] = ch.check_module_shapes(grouped)
+    assert (problem.tensor, problem.expected) == ("groups", [2])
+    grouped.in_channels = 5                        # 5 channels in 3s: no groups fits
+    [problem] = ch.check_module_shapes(grouped)
+    assert (problem.tensor, problem.expected) == ("groups", [])
+    assert "no groups fits the weight" in str(problem)
+    norm, attention = nn.GroupNorm(2, 6), nn.MultiheadAttention(8, 2)
+    norm.num_groups, attention.num_heads = 4, 3
+    assert [str(p) for p in ch.check_module_shapes(norm) + ch.check_module_shapes(attention)] == [
+        "GroupNorm.num_groups = 4: num_channels 6 is not a multiple of num_groups 4: cut whole "
+        "groups (or heads), or change num_groups.",
+        "MultiheadAttention.num_heads = 3: embed_dim 8 is not a multiple of num_heads 3: cut "
+        "whole groups (or heads), or change num_heads."]
+    bilinear = nn.Bilinear(4, 5, 3)
+    bilinear.weight.data = bilinear.weight.data[:, :, :4]
+    assert found(bilinear) == [("weight", "tensor", [3, 4, 5], [3, 4, 4])]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # the old weight_norm is deprecated
+        old = nn.utils.weight_norm(nn.Linear(4, 8))
+    old.weight_g.data = old.weight_g.data[:6]            # torch raises nothing for this
+    assert found(old) == [("weight_g", "tensor", [8, 1], [6, 1])]
+    new = torch.nn.utils.parametrizations.weight_norm(nn.Linear(4, 8))
+    new.parametrizations.weight.original0.data = new.parametrizations.weight.original0.data[:6]
+    assert found(new) == [("parametrizations.weight.original0", "tensor", [8, 1], [6, 1])]
+
+
+def test_a_spectral_norm_is_read_without_its_power_iteration():
+    sn = torch.nn.utils.parametrizations.spectral_norm(nn.Linear(4, 8))
+    original = sn.parametrizations.weight.original
+    original.data = original.data[:6]
+    u = sn.parametrizations.weight[0]._u.clone()
+    assert found(sn) == [("parametrizations.weight.original", "tensor", [8, 4], [6, 4])]
+    assert torch.equal(sn.parametrizations.weight[0]._u, u)      # no forward ran
+    diagnosis = ch.diagnose_invalid_gradient("mat1 and mat2 shapes cannot be multiplied", [], sn)
+    assert diagnosis.cause == "forward error"
+    assert diagnosis.evidence[0].startswith("ParametrizedLinear.parametrizations.weight.original")
+
+
+class KeepsShape(nn.Module):
+    """A parametrization with a right_inverse: its output's shape is not known
+    without running it."""
+    def forward(self, x):
+        return x
+
+    def right_inverse(self, x):
+        return x
+
+
+def test_a_parametrization_that_cannot_be_read_is_said_so_not_passed():
+    conv = nn.Conv2d(3, 4, 3)
+    torch.nn.utils.parametrize.register_parametrization(conv, "weight", KeepsShape())
+    [problem] = ch.check_module_shapes(conv)
+    assert (problem.tensor, problem.kind) == ("weight", "unchecked")
+    diagnosis = ch.diagnose_invalid_gradient("mat1 and mat2 shapes cannot be multiplied", [], conv)
+    assert diagnosis.cause != "forward error"
+    assert diagnosis.evidence == ("ParametrizedConv2d.weight: not checked (weight is "
+                                  "parametrized, and its shape cannot be read without running "
+                                  "the parametrization)",)
+
+
 LSTM_CRASH = """
 import torch
 from torch import nn
@@ -470,6 +609,30 @@ def test_the_lstm_case_the_chapter_stops_does_not_survive_its_backward():
                           text=True, timeout=300)
     assert done.returncode != 0 and "backward returned" not in done.stdout
     assert done.returncode < 0 or "Error" in done.stderr    # a signal, or an error
+
+
+WEIGHT_NORM_CUT = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+layer = torch.nn.utils.parametrizations.weight_norm(nn.Linear(4, 8))
+g = layer.parametrizations.weight.original0
+g.data = g.data[:6]
+layer(torch.ones(4)).sum().backward()
+print("backward returned")
+"""
+
+
+def test_a_cut_weight_norm_g_is_not_refused_by_torch_and_the_process_dies():
+    """The chapter says torch compares neither weight_norm's g with v: no Python
+    error, and the kernel writes past the end of g (glibc aborts the process)."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", WEIGHT_NORM_CUT], capture_output=True,
+                          text=True, timeout=300)
+    assert "backward returned" not in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr        # torch raised nothing
+    assert done.returncode < 0, (done.returncode, done.stderr)  # a signal: the abort
 
 
 # --- advice from evidence ------------------------------------------------------

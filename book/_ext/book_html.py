@@ -15,6 +15,10 @@ written in one place. The badge is drawn inline (no external image).
 
 4. What each page loads: only what it shows (light_pages.py); text
    outputs laid out in columns keep them (output_shapes.py).
+
+5. What a search engine and a link preview read: descriptions, canonical
+   links, cards, the root and 404 pages, a pointer to the fix on each
+   chapter (findable.py).
 """
 import importlib.util
 import re
@@ -162,6 +166,7 @@ def setup(app):
     # What a page loads, and outputs that keep their columns (beside this file).
     app.setup_extension("light_pages")
     app.setup_extension("output_shapes")
+    app.setup_extension("findable")
     app.connect("config-inited", keep_the_navbar_off)
     app.connect("config-inited", add_substitutions)
     app.connect("doctree-read", add_badge)

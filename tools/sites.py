@@ -60,6 +60,7 @@ NOINDEX = '<meta name="robots" content="noindex">'
 # What makes the public book and the class site findable (_config.yml); the
 # teacher's pack goes without.
 FINDABLE_EXTENSIONS = ("sphinx_sitemap", "sphinxext.opengraph", "notfound.extension")
+FINDABLE_SETTINGS = ("sitemap_", "ogp_", "notfound_")
 CLASS_DESCRIPTION = ("The student notebooks, worksheets and before-class page of the "
                      "lessons on pruning nn.Linear in place without breaking autograd.")
 
@@ -332,6 +333,9 @@ def teacher_source(folder=TEACHER_SRC):
     config["sphinx"]["extra_extensions"] = [
         name for name in config["sphinx"].get("extra_extensions", [])
         if name not in FINDABLE_EXTENSIONS]
+    config["sphinx"]["config"] = {
+        key: value for key, value in config["sphinx"]["config"].items()
+        if not key.startswith(FINDABLE_SETTINGS)}
     config["sphinx"]["config"]["findable"] = False
     (folder / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     toc = {"format": "jb-book", "root": "book/teachers_guide", "chapters": [

@@ -44,7 +44,7 @@ import hashlib
 import html
 import re
 import textwrap
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 from sphinx.util import logging
@@ -243,17 +243,10 @@ def quick_fix_code(srcdir):
     return found[0]
 
 
-def relative(pagename, target):
-    """The address of page `target` from page `pagename`."""
-    here = PurePosixPath(pagename).parent
-    return PurePosixPath(*([".."] * len(here.parts)), f"{target}.html").as_posix() \
-        if here.parts else f"{target}.html"
-
-
 def fix_pointer(app, pagename):
     """The HTML of the pointer to the fix for chapter `pagename`."""
-    intro = relative(pagename, app.config.root_doc)
-    ways_out = relative(pagename, app.config.findable_ways_out)
+    intro = app.builder.get_relative_uri(pagename, app.config.root_doc)
+    ways_out = app.builder.get_relative_uri(pagename, app.config.findable_ways_out)
     if pagename == app.config.findable_quick_fix_on:
         code = app.builder.highlighter.highlight_block(quick_fix_code(app.srcdir), "python")
         return ('<div class="admonition tip quick-fix fix-pointer">\n'
@@ -261,13 +254,16 @@ def fix_pointer(app, pagename):
                 f'<div class="highlight-python notranslate">{code}</div>\n'
                 "<p>A new parameter, and an optimizer that knows it: the last line "
                 "matters. Why it works is <a class=\"reference internal\" "
-                f'href="{intro}">on the first page</a>; every other way out, and what '
+                f'href="{intro}">on the first page</a>; every way out, and what '
                 f'each costs, in <a class="reference internal" href="{ways_out}">'
                 "chapter 4</a>.</p>\n</div>\n")
+    if pagename == app.config.findable_ways_out:
+        ways_out = "this chapter runs every way out, below"
+    else:
+        ways_out = (f'<a class="reference internal" href="{ways_out}">chapter 4</a> '
+                    "runs every way out")
     return ('<p class="fix-pointer">Here for the fix? <a class="reference internal" '
-            f'href="{intro}">The quick fix</a> is on the first page; '
-            f'<a class="reference internal" href="{ways_out}">chapter 4</a> runs every '
-            "way out.</p>\n")
+            f'href="{intro}">The quick fix</a> is on the first page; {ways_out}.</p>\n')
 
 
 def add_fix_pointer(app, pagename, templatename, context, doctree):

@@ -200,9 +200,11 @@ def test_no_page_says_project_name_not_set():
     zlib.decompress(header[4])  # the inventory is whole
 
 
-def test_search_and_index_say_noindex():
-    for name in ("search.html", "genindex.html"):
-        assert parsed(HTML / name).meta.get("robots") == "noindex", name
+def test_search_index_and_404_say_noindex_and_have_a_description():
+    for name in ("search.html", "genindex.html", "404.html"):
+        meta = parsed(HTML / name).meta
+        assert meta.get("robots") == "noindex", name
+        assert len(meta.get("description", "")) > 40, name
 
 
 def test_every_chapter_points_to_the_fix_under_its_badge():
@@ -250,3 +252,11 @@ def test_the_site_address_is_the_one_the_notebooks_link_to():
         site_url("https://gitlab.com/someone/book")
     with pytest.raises(RuntimeError, match="OWNER/NAME"):
         site_url("https://github.com/someone")
+
+
+def test_a_title_too_long_for_a_card_stops_the_build(tmp_path):
+    from book._ext.findable import FindableError, draw_card
+
+    with pytest.raises(FindableError, match="does not fit on a card"):
+        draw_card(tmp_path / "card.png", "pruning " * 40, "site", "someone.github.io/book")
+    assert not (tmp_path / "card.png").exists()

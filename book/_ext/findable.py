@@ -36,8 +36,8 @@ adds what they do not do:
    intro's quick fix itself (read from book/intro.md, its one source); the
    others link to it and to chapter 4's every way out. It is added to the
    page's HTML, not to its text: the site search does not index it.
-8. The search page and the general index say `noindex`, and are not in
-   the sitemap (with the 404 page). sphinx-sitemap lists the pages written
+8. The search page, the general index and the 404 page say `noindex`
+   (each with a description of its own), and are not in the sitemap. sphinx-sitemap lists the pages written
    by the build; those an incremental build leaves as they were are added.
 """
 import hashlib
@@ -53,7 +53,12 @@ LOGGER = logging.getLogger(__name__)
 GITHUB = "https://github.com/"
 PLACEHOLDER_PROJECT = "Project name not set"
 DESCRIPTION_MAX = 300
-NOT_INDEXED = ("search", "genindex", "404")
+# Pages that say noindex, with their description.
+NOT_INDEXED = {
+    "search": "Search the book on pruning nn.Linear in place without breaking autograd.",
+    "genindex": "The index of the book on pruning nn.Linear in place without breaking autograd.",
+    "404": "There is no page at this address; search the book or pick a page from its contents.",
+}
 NOINDEX = '<meta name="robots" content="noindex" />\n'
 CARDS = "_images/cards"
 CARD_SIZE = (1200, 630)
@@ -127,39 +132,46 @@ def wrapped(text, width):
 
 
 def draw_card(path, title, site_name, address, error=None):
-    """The card, a PNG of CARD_SIZE with a palette of 32 colours (3)."""
+    """The card, a PNG of CARD_SIZE with a palette of 32 colours (3): the
+    title in the largest size at which it fits, or an error."""
     import io
 
     import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
     from PIL import Image
 
     matplotlib.use("agg")
     width, height = CARD_SIZE
-    figure = Figure(figsize=(width / 100, height / 100), dpi=100)
-    figure.patch.set_facecolor("white")
-    figure.patches.append(Rectangle((0, 0), 0.018, 1, transform=figure.transFigure,
-                                    color="#d9480f", figure=figure))
-    left, top = 0.06, 0.9
-    figure.text(left, top, site_name, fontsize=20, color="#495057", va="top")
-    top -= 0.12
-    if error:
-        lines = wrapped(error, 46)
-        figure.text(left, top, "\n".join(lines), fontsize=25, family="DejaVu Sans Mono",
-                    color="#a61e1e", va="top", linespacing=1.35,
-                    bbox=dict(boxstyle="round,pad=0.6", fc="#fff5f5", ec="#ffc9c9"))
-        top -= 0.085 * len(lines) + 0.12
-        size, lines = 28, wrapped(title, 44)
+    left, right, bottom = 0.06, 0.95, 0.2   # of the card: the text's room
+    sizes = [(28, 44), (24, 52)] if error else [(44, 30), (38, 35), (32, 42), (28, 48)]
+    for size, characters in sizes:
+        figure = Figure(figsize=(width / 100, height / 100), dpi=100)
+        canvas = FigureCanvasAgg(figure)
+        figure.patch.set_facecolor("white")
+        figure.patches.append(Rectangle((0, 0), 0.018, 1, transform=figure.transFigure,
+                                        color="#d9480f", figure=figure))
+        top = 0.9
+        texts = [figure.text(left, top, site_name, fontsize=20, color="#495057", va="top")]
+        top -= 0.12
+        if error:
+            lines = wrapped(error, 46)
+            texts.append(figure.text(
+                left, top, "\n".join(lines), fontsize=25, family="DejaVu Sans Mono",
+                color="#a61e1e", va="top", linespacing=1.35,
+                bbox=dict(boxstyle="round,pad=0.6", fc="#fff5f5", ec="#ffc9c9")))
+            top -= 0.085 * len(lines) + 0.12
+        texts.append(figure.text(left, top, "\n".join(wrapped(title, characters)),
+                                 fontsize=size, weight="bold", color="#212529", va="top",
+                                 linespacing=1.2))
+        figure.text(left, 0.07, address, fontsize=18, color="#495057", va="bottom")
+        renderer = canvas.get_renderer()
+        boxes = [text.get_window_extent(renderer) for text in texts]
+        if all(box.x1 <= right * width and box.y0 >= bottom * height for box in boxes):
+            break
     else:
-        size, lines = 44, wrapped(title, 30)
-        if len(lines) > 4:
-            size, lines = 34, wrapped(title, 40)
-    if len(lines) > 5:
-        raise FindableError(f"the title is too long for a card: {title!r}")
-    figure.text(left, top, "\n".join(lines), fontsize=size, weight="bold",
-                color="#212529", va="top", linespacing=1.2)
-    figure.text(left, 0.07, address, fontsize=18, color="#495057", va="bottom")
+        raise FindableError(f"the title does not fit on a card: {title!r}")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     image = Image.open(buffer).convert("RGB")
@@ -200,7 +212,8 @@ def page_tags(app, pagename, templatename, context, doctree):
     if app.builder.format != "html" or not app.config.findable:
         return
     if pagename in NOT_INDEXED:
-        context["metatags"] = (context.get("metatags") or "") + NOINDEX
+        context["metatags"] = (context.get("metatags") or "") + NOINDEX + \
+            meta("description", NOT_INDEXED[pagename])
         return
     if doctree is None:
         return

@@ -13,7 +13,8 @@ sidebar (checked in the light views; the dark ones run the same script).
 Every image needs real alt text and a caption, graph labels must be at
 least 10 px tall as shown, printing keeps each page's title, the intro's
 quick fix shows on the first screen, and the site search ranks the intro
-first for the error. With SCREENSHOTS=1 in the environment, a full-page
+first for the error. On a small phone (360x640), chapter 1's quick fix,
+where a search for the error lands, is whole on the first screen. With SCREENSHOTS=1 in the environment, a full-page
 screenshot of every view is saved under _build/screenshots/ to look at
 (`SCREENSHOTS=1 .venv/bin/python -m pytest tests/test_browser.py`); without
 it, none is taken (a screenshot checks nothing, and costs time).
@@ -869,3 +870,48 @@ def test_a_search_does_not_highlight_the_pages_read_after_it(browser, site):
     context.close()
     assert marked == dict.fromkeys(marked, 0), f"search words highlighted: {marked}"
 
+
+# A small phone (360x640 CSS px): where a search for the error lands, the
+# fix must be whole on the first screen.
+SMALL_PHONE = {"width": 360, "height": 640}
+QUICK_FIX_BOX = """() => {
+  const box = document.querySelector('.quick-fix');
+  if (!box) return null;
+  const rect = box.getBoundingClientRect();
+  const code = box.querySelector('pre');
+  const header = document.querySelector('.bd-header-article');
+  const lines = code.textContent.trim().split('\\n');
+  return {top: rect.top + window.scrollY, bottom: rect.bottom + window.scrollY,
+          height: rect.height, right: rect.right, codeHidden: code.scrollWidth - code.clientWidth,
+          codeBottom: code.getBoundingClientRect().bottom + window.scrollY,
+          header: header ? header.getBoundingClientRect().height : 0, lastLine: lines[lines.length - 1]};
+}"""
+
+
+def test_the_quick_fix_is_whole_on_a_small_phone(browser, site):
+    """Chapter 1 (where a search for the error lands) shows the quick fix,
+    its last line (the optimizer rebuilt) included, on the first screen of
+    a 360x640 phone; the intro's fits on one screen when scrolled to."""
+    problems = []
+    for page_path, first_screen in (("book/01_reproduce_the_error.html", True),
+                                    (INTRO, False)):
+        context = browser.new_context(viewport=SMALL_PHONE, is_mobile=True, has_touch=True)
+        page = context.new_page()
+        page.goto(site + page_path, wait_until="load")
+        page.evaluate("() => document.fonts.ready.then(() => null)")
+        box = page.evaluate(QUICK_FIX_BOX)
+        context.close()
+        if box is None:
+            problems.append(f"{page_path}: no quick fix")
+            continue
+        if not box["lastLine"].startswith("optimizer = torch.optim."):
+            problems.append(f"{page_path}: the quick fix ends with {box['lastLine']!r}")
+        if first_screen and box["bottom"] > SMALL_PHONE["height"]:
+            problems.append(f"{page_path}: the quick fix ends at {box['bottom']:.0f} px, "
+                            f"below the first screen ({SMALL_PHONE['height']} px)")
+        if box["height"] + box["header"] > SMALL_PHONE["height"]:
+            problems.append(f"{page_path}: the quick fix ({box['height']:.0f} px) does "
+                            "not fit on one screen under the header")
+        if box["right"] > SMALL_PHONE["width"] or box["codeHidden"] > 1:
+            problems.append(f"{page_path}: the quick fix is cut at the side")
+    assert problems == []

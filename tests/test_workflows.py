@@ -469,6 +469,14 @@ def test_link_checker_finds_the_links_that_lead_nowhere(tmp_path):
     assert publish.broken_links(tmp_path) == [("index.html", "book/gone.html"),
                                               ("index.html", "/root.html"),
                                               ("index.html", "../outside.js")]
+    # the 404 page's links start at the path the site is served under
+    write(tmp_path / "404.html", '<a href="/book-name/book/a.html">a</a>'
+                                 '<a href="/book-name/book/gone.html">gone</a>'
+                                 '<a href="/other/book/a.html">other</a>')
+    assert publish.broken_links(tmp_path, prefix="/book-name/") == [
+        ("404.html", "/book-name/book/gone.html"), ("404.html", "/other/book/a.html"),
+        ("index.html", "book/gone.html"), ("index.html", "/root.html"),
+        ("index.html", "../outside.js")]
 
 
 def test_address_checker_wants_each_chapter_to_open_in_the_repository(tmp_path):

@@ -1,5 +1,5 @@
-"""`make lighthouse`: Lighthouse's performance score of every page, beside
-a fresh Jupyter Book template built with the same pins.
+"""`make lighthouse`: Lighthouse's performance and SEO scores of every
+page, beside a fresh Jupyter Book template built with the same pins.
 
 Both sites are served the same way, from 127.0.0.1 with gzip
 (tools/serve.py). Lighthouse (the version pinned in package.json) runs with
@@ -7,7 +7,7 @@ its default mobile profile and simulated slow 4G, in the system Chromium,
 three times per page; the median of each measure is kept. It writes
 _build/lighthouse.md: per page the performance score, first and largest
 contentful paint, the bytes transferred, and their ratio to the template's
-intro page. Timings depend on the machine and its load: read the ratios,
+intro page, and the SEO score (with the audits that failed, if any). Timings depend on the machine and its load: read the ratios,
 not the seconds. Not part of `make test`.
 
     python -m tools.lighthouse [--runs 3] [--pages book/intro book/cheat_sheet]
@@ -47,7 +47,9 @@ depend on this machine and its load, the ratios much less. A score moves by
 a few hundredths from run to run on a busy machine (the last column shows
 each run's). The book aims at a score of 0.90 or more on every page, 0.95 on
 the intro, the intro's first paint within 1.1 x the template's, and the
-intro's bytes no more than the template's.
+intro's bytes no more than the template's. *SEO* is Lighthouse's SEO score
+(the median; the audits that failed in any run are named): 1.00 on every
+page.
 """
 
 
@@ -67,13 +69,17 @@ def build_template():
 def lighthouse_once(url, folder):
     out = Path(folder) / "report.json"
     subprocess.run(
-        [str(LIGHTHOUSE), url, "--quiet", "--only-categories=performance",
+        [str(LIGHTHOUSE), url, "--quiet", "--only-categories=performance,seo",
          "--output=json", f"--output-path={out}", f"--chrome-path={CHROMIUM}",
          "--chrome-flags=--headless=new --no-sandbox --disable-gpu"],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     report = json.loads(out.read_text())
     audits = report["audits"]
+    seo = report["categories"]["seo"]
+    failed = sorted(ref["id"] for ref in seo["auditRefs"]
+                    if ref.get("weight") and audits[ref["id"]]["score"] == 0)
     return {"score": report["categories"]["performance"]["score"],
+            "seo": seo["score"], "seo_failed": failed,
             "fcp": audits["first-contentful-paint"]["numericValue"] / 1000,
             "lcp": audits["largest-contentful-paint"]["numericValue"] / 1000,
             "bytes": audits["total-byte-weight"]["numericValue"],
@@ -84,7 +90,8 @@ def measure(url, runs):
     with tempfile.TemporaryDirectory() as folder:
         results = [lighthouse_once(url, folder) for _ in range(runs)]
     row = {key: statistics.median(r[key] for r in results)
-           for key in ("score", "fcp", "lcp", "bytes")}
+           for key in ("score", "fcp", "lcp", "bytes", "seo")}
+    row["seo_failed"] = sorted({audit for r in results for audit in r["seo_failed"]})
     row["version"] = results[0]["version"]
     row["scores"] = [r["score"] for r in results]
     return row
@@ -93,15 +100,17 @@ def measure(url, runs):
 def table(rows, template, runs):
     lines = [HOW_TO_READ.format(version=template["version"], runs=runs), "",
              "| page | score | first paint | x template | largest paint | "
-             "x template | bytes (gzip) | x template | scores of the runs |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "x template | bytes (gzip) | x template | scores of the runs | SEO |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, row in [("template intro page", template)] + rows:
         lines.append(
             f"| {name} | {row['score']:.2f} | {row['fcp']:.1f} s | "
             f"{row['fcp'] / template['fcp']:.2f} | {row['lcp']:.1f} s | "
             f"{row['lcp'] / template['lcp']:.2f} | {row['bytes'] / 1024:,.0f} KiB | "
             f"{row['bytes'] / template['bytes']:.2f} | "
-            f"{', '.join(f'{s:.2f}' for s in row['scores'])} |")
+            f"{', '.join(f'{s:.2f}' for s in row['scores'])} | {row['seo']:.2f}"
+            + (f" (failed: {', '.join(row['seo_failed'])})" if row["seo_failed"] else "")
+            + " |")
     return "\n".join(lines) + "\n"
 
 

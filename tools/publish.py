@@ -15,7 +15,8 @@ Then it checks the built site:
 - every chapter's Colab badge and Colab launch button open that chapter in
   the repository named, every Colab link points into it, the repository
   button too, and no placeholder address is left;
-- every local link (href or src to a file of the site) resolves;
+- every local link (href or src to a file of the site) resolves, those of
+  the 404 page (absolute, under /NAME/) too;
 and that the workflow's placeholder guard stops a build when REPOSITORY is
 empty.
 """
@@ -155,8 +156,12 @@ def site_pages(site):
             if "_static" not in page.relative_to(site).parts]
 
 
-def broken_links(site):
-    """[(page, link)] for each local link of the site that leads nowhere."""
+def broken_links(site, prefix=None):
+    """[(page, link)] for each local link of the site that leads nowhere.
+    `prefix` is the path the site is served under ('/NAME/' on GitHub
+    Pages): a link from the root that starts with it (the 404 page's,
+    which GitHub serves at any address) is followed from the site's root;
+    any other link from the root leads nowhere."""
     site = Path(site).resolve()
     broken = []
     for page in site_pages(site):
@@ -165,10 +170,12 @@ def broken_links(site):
             if parts.scheme or parts.netloc or not parts.path:
                 continue  # another site, data:, mailto:, or a place on this page
             if parts.path.startswith("/"):
-                # the site is served under /<repository>/ on GitHub Pages
-                broken.append((page.relative_to(site).as_posix(), link))
-                continue
-            target = (page.parent / unquote(parts.path)).resolve()
+                if not prefix or not parts.path.startswith(prefix):
+                    broken.append((page.relative_to(site).as_posix(), link))
+                    continue
+                target = (site / unquote(parts.path[len(prefix):])).resolve()
+            else:
+                target = (page.parent / unquote(parts.path)).resolve()
             if target.is_dir():
                 target = target / "index.html"
             if not target.is_file() or site not in target.parents:
@@ -255,7 +262,7 @@ def main(argv=None):
         branch = config["repository"].get("branch", "main")
         notebooks = chapter_notebooks()
         problems += address_problems(site, args.repository, notebooks, branch)
-        broken = broken_links(site)
+        broken = broken_links(site, prefix=f"/{args.repository.split('/')[1]}/")
         problems += [f"{page}: broken link {link}" for page, link in broken]
         pages = len(site_pages(site))
         print(f"Site: {pages} pages, {len(notebooks)} chapters with Colab links to "

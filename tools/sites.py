@@ -57,6 +57,12 @@ TEACHER_PAGES = ["teachers_guide", "logistics", "teaching_notes", "assessment",
                  "assessment_answers", "worksheet_nine_variants", "worksheet_ways_out",
                  "worksheet_four_reports", "colab_in_a_classroom"]
 NOINDEX = '<meta name="robots" content="noindex">'
+# What makes the public book and the class site findable (_config.yml); the
+# teacher's pack goes without.
+FINDABLE_EXTENSIONS = ("sphinx_sitemap", "sphinxext.opengraph", "notfound.extension")
+FINDABLE_SETTINGS = ("sitemap_", "ogp_", "notfound_")
+CLASS_DESCRIPTION = ("The student notebooks, worksheets and before-class page of the "
+                     "lessons on pruning nn.Linear in place without breaking autograd.")
 
 
 class SiteError(RuntimeError):
@@ -166,7 +172,13 @@ def class_source(folder=CLASS_SRC):
             rewrite(text, set(CLASS_PAGES), base, titles, names))
     rewrite_includes(folder, set(CLASS_PAGES), base, titles, names)
     chapters = "\n".join(f"- [{titles[s]}](book/student/{s}.ipynb)" for s in titles)
-    (folder / "index.md").write_text(f"""# Class site
+    (folder / "index.md").write_text(f"""---
+myst:
+  html_meta:
+    "description lang=en": "{CLASS_DESCRIPTION}"
+---
+
+# Class site
 
 The notebooks and handouts of the lessons on pruning `nn.Linear` in place
 without breaking autograd. Start with [Before class](book/before_class.md).
@@ -182,6 +194,9 @@ reading on your own, is at <{base}>.
     # no references (13) and no nested pages in its sidebar (14) on the class
     # site: book/_ext/light_pages.py
     config["sphinx"]["config"]["light_pages_found_somewhere"] = [9, 10, 11, 12]
+    # published at /class/ beside the book: its canonical links, sitemap,
+    # cards and 404 page there (book/_ext/findable.py)
+    config["sphinx"]["config"]["html_baseurl"] = f"{base}class/"
     (folder / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     toc = {"format": "jb-book", "root": "index", "parts": [
         {"caption": "Before class",
@@ -315,6 +330,15 @@ def teacher_source(folder=TEACHER_SRC):
     # no pictures (12), references (13) or nested pages in its sidebar (14)
     # in the pack: book/_ext/light_pages.py
     config["sphinx"]["config"]["light_pages_found_somewhere"] = [9, 10, 11]
+    # not published (every page says noindex): no sitemap, Open Graph tags,
+    # cards or 404 page (book/_ext/findable.py)
+    config["sphinx"]["extra_extensions"] = [
+        name for name in config["sphinx"].get("extra_extensions", [])
+        if name not in FINDABLE_EXTENSIONS]
+    config["sphinx"]["config"] = {
+        key: value for key, value in config["sphinx"]["config"].items()
+        if not key.startswith(FINDABLE_SETTINGS)}
+    config["sphinx"]["config"]["findable"] = False
     (folder / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     toc = {"format": "jb-book", "root": "book/teachers_guide", "chapters": [
         {"file": f"book/{page}"} for page in TEACHER_PAGES[1:]]}

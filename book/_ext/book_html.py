@@ -17,6 +17,10 @@ written in one place. The badge is drawn inline (no external image).
    outputs laid out in columns keep them (output_shapes.py); the book's
    PDF and notebooks linked from each page, and printing with every fold
    open (downloads.py).
+
+5. What a search engine and a link preview read: descriptions, canonical
+   links, cards, the root and 404 pages, a pointer to the fix on each
+   chapter (findable.py).
 """
 import importlib.util
 import re
@@ -166,6 +170,7 @@ def setup(app):
     app.setup_extension("output_shapes")
     # the book's PDF and notebooks in each page's download menu (beside this file)
     app.setup_extension("downloads")
+    app.setup_extension("findable")
     app.connect("config-inited", keep_the_navbar_off)
     app.connect("config-inited", add_substitutions)
     app.connect("doctree-read", add_badge)

@@ -34,8 +34,8 @@ var Scorer = {
 /* The summary under each result is taken from the page's own text. Sphinx
  * takes it from the element with role="main", which in this theme also
  * holds the page's buttons (the download menu's ".pdf") and its contents
- * list; and a chapter's text begins with its "Open in Colab" badge. Here
- * it is the article alone, without the badge. (This file is included in
+ * list; and a chapter's text begins with its "Open in Colab" badge and
+ * its pointer to the fix. Here it is the article alone, without them. (This file is included in
  * language_data.js, which search.html loads after searchtools.js.) */
 if (typeof Search !== "undefined" && Search.htmlToText) {
   const sphinxText = Search.htmlToText;
@@ -43,7 +43,7 @@ if (typeof Search !== "undefined" && Search.htmlToText) {
     const page = new DOMParser().parseFromString(htmlString, "text/html");
     const article = page.querySelector("article.bd-article");
     if (!article) return sphinxText(htmlString, anchor);
-    for (const query of [".headerlink", "script", "style", ".colab-badge"])
+    for (const query of [".headerlink", "script", "style", ".colab-badge", ".fix-pointer"])
       article.querySelectorAll(query).forEach((el) => el.remove());
     const part = anchor ? article.querySelector(anchor) : null;
     return (part || article).textContent;

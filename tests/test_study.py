@@ -60,7 +60,7 @@ def test_the_stored_study_cell_says_where_it_comes_from():
     assert f"book/_generated/study/{CHAPTERS[0]}.json" in source
     namespace = {}
     exec(source, namespace)
-    assert set(namespace["STUDY"]) == {"torch", "kernels", "environment", "runs"}
+    assert set(namespace["STUDY"]) == {"torch", "kernels", "environment", "runs", "new_seeds"}
 
 
 def chapter_after(change):

@@ -219,7 +219,7 @@ def test_study_verdicts_declare_a_family_per_width_and_end_point():
     assert sorted(families) == sorted((v, e) for v in ch.STUDY_PLAN["variants"]
                                       for e in ch.END_POINTS)
     pruned = [n for n in [*ch.METHODS, *ch.TORCH_PRUNING_MODES] if n != "dense"]
-    for (variant, end_point), family in families.items():
+    for (_variant, end_point), family in families.items():
         pairs = family["comparisons"]
         assert {(n, "TNVP") for n in pruned if n != "TNVP"} <= set(pairs)
         assert set(ch.COMPENSATION_PAIRS) <= set(pairs)

@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-requirements
 
 .PHONY: help setup book book-strict test test-only lint generate generate-check \
         execute dot bench versions clean student lint-workflows publish-dry-run \
-        study lighthouse ci ci-checks floor clean-floor pdf notebooks-zip
+        study study-check lighthouse ci ci-checks floor clean-floor pdf notebooks-zip
 
 help: ## this list: every target, with what it does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -123,6 +123,13 @@ execute: setup dot ## re-run chapters and store their outputs (NOTEBOOKS_TO_RUN=
 # and resumable; then the chapters' stored-study cells are regenerated.
 study: setup ## the pruning study of chapters 5 and 7 over many seeds (cached)
 	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study
+	$(PY) -m tools.generate
+
+# The study's verdicts on seeds it never stored: 10 new seeds per chapter
+# (cached beside the study, in book/_generated/study/*.new_seeds.json); fails
+# if a verdict changes direction (lower <-> higher) on them, alone or pooled.
+study-check: setup ## rerun the study on 10 new seeds; fail if a verdict flips
+	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study --check
 	$(PY) -m tools.generate
 
 # Lighthouse (pinned in package.json and package-lock.json; needs Node 20 and

@@ -255,7 +255,8 @@ def test_temporal_part_reports_the_share_and_the_changed_neurons():
     assert changed == 1 and share == pytest.approx(0.0)
 
 
-def test_paired_gives_the_t_interval_of_the_differences():
+def test_paired_gives_the_t_interval_and_the_p_of_the_differences():
+    from scipy import stats
     c = ch.paired([1.0, 2.0, 3.0, 4.0], [0.0, 1.5, 2.0, 4.5])
     differences = [1.0, 0.5, 1.0, -0.5]
     mean = sum(differences) / 4
@@ -263,12 +264,54 @@ def test_paired_gives_the_t_interval_of_the_differences():
     half = 3.182446305284263 * sd / 2          # t(0.975, 3 degrees of freedom)
     assert c["mean"] == pytest.approx(mean)
     assert (c["low"], c["high"]) == pytest.approx((mean - half, mean + half))
-    assert (c["lower"], c["n"]) == (1, 4)
-    assert ch.verdict(c) == "indistinguishable at 4 seeds"
-    assert ch.verdict(ch.paired([0.0, 0.1, 0.2], [1.0, 1.2, 1.1])) == "lower"
-    assert ch.verdict(ch.paired([2.0, 2.1, 2.3], [1.0, 1.2, 1.1])) == "higher"
+    assert (c["lower"], c["ties"], c["n"]) == (1, 0, 4)
+    assert c["p"] == pytest.approx(stats.ttest_rel([1.0, 2.0, 3.0, 4.0],
+                                                   [0.0, 1.5, 2.0, 4.5]).pvalue)
+    assert ch.paired([1.0, 2.0], [1.0, 2.0])["p"] == 1.0        # no difference at all
+    assert ch.paired([1.0, 2.0], [0.0, 1.0])["p"] == 0.0        # the same one every seed
     with pytest.raises(ValueError, match="equally long"):
         ch.paired([1.0, 2.0], [1.0])
+
+
+def test_holm_multiplies_the_sorted_p_values_step_down():
+    assert ch.holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert ch.holm([0.3, 0.9]) == pytest.approx([0.6, 0.9])
+    assert ch.holm([0.02]) == [0.02]
+    assert ch.holm([0.5, 0.6, 0.7]) == [1.0, 1.0, 1.0]             # never above 1
+
+
+def test_a_verdict_is_the_holm_adjusted_one_of_its_family():
+    clear = ch.paired([0.0, 0.1, 0.2], [1.0, 1.2, 1.1])          # p about 0.003
+    with pytest.raises(ValueError, match="Holm-adjusted"):
+        ch.verdict(clear)
+    alone = ch.holm_family({("a", "b"): clear}, "the drop")
+    assert alone["comparisons"]["a", "b"]["verdict"] == "lower"
+    higher = ch.paired([2.0, 2.1, 2.3], [1.0, 1.2, 1.1])
+    assert ch.holm_family({("a", "b"): higher}, "x")["comparisons"]["a", "b"]["verdict"] == "higher"
+    # the same comparison among nineteen others is no longer a verdict
+    noise = ch.paired([1.0, 2.0, 3.0], [1.5, 1.5, 3.5])
+    crowd = {("a", "b"): clear, **{(f"m{i}", "b"): noise for i in range(19)}}
+    family = ch.holm_family(crowd, "the drop")
+    assert family["comparisons"]["a", "b"]["p_holm"] == pytest.approx(20 * clear["p"])
+    assert family["comparisons"]["a", "b"]["verdict"] == "indistinguishable at 3 seeds"
+    assert family["comparisons"]["a", "b"]["family"] == 20
+    with pytest.raises(ValueError, match="at least one"):
+        ch.holm_family({}, "the drop")
+
+
+def test_say_renders_a_declared_comparison_and_nothing_else():
+    families = {"drop": ch.holm_family(
+        {("a", "b"): ch.paired([0.0, 0.1, 0.2], [1.0, 1.2, 1.1]),
+         ("c", "b"): ch.paired([1.0, 2.0, 3.0], [1.5, 1.5, 3.5])}, "the drop", " points")}
+    assert ch.say(families, "a", "b", "drop") == (
+        "On the drop, a is lower than b (a minus b: -1.00 points [-1.25, -0.75], "
+        "Holm-adjusted p = 0.007 in a family of 2, 3 seeds).")
+    assert ch.say(families, "c", "b", "drop").startswith(
+        "On the drop, c and b are indistinguishable at 3 seeds (c minus b: -0.17 points")
+    with pytest.raises(ValueError, match="not in the declared family"):
+        ch.say(families, "b", "a", "drop")
+    with pytest.raises(ValueError, match="no declared family"):
+        ch.say(families, "a", "b", "final")
 
 
 @pytest.mark.parametrize("criterion, compensate", [

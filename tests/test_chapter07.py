@@ -202,11 +202,30 @@ def test_move_state_refuses_a_cut_it_cannot_follow():
 
 def test_study_plan_has_two_widths_on_the_same_steps():
     plan = ch.STUDY_PLAN
-    assert plan["seeds"] == 8 and list(plan["variants"]) == ["main", "2x width"]
+    assert plan["seeds"] >= 30 and list(plan["variants"]) == ["main", "2x width"]
     main, wide = (ch.lm_schedule(c) for c in plan["variants"].values())
     assert [s for s, _ in main] == [s for s, _ in wide]
     assert [2 * w for _, w in main][0] == wide[0][1] and wide[-1][1] == 64
     assert torch.equal(plan["data"]()["valid"], DATA["valid"])
+
+
+def test_study_verdicts_declare_a_family_per_width_and_end_point():
+    """Every pruned method against TNVP, compensation pairs and the other
+    pairs, at each width and end point; dense against each method at the
+    end; every verdict Holm-adjusted within its family."""
+    from tools.study import study_data
+    runs, _ = study_data("07_tnvp_language_model")
+    families = ch.study_verdicts(runs)
+    assert sorted(families) == sorted((v, e) for v in ch.STUDY_PLAN["variants"]
+                                      for e in ch.END_POINTS)
+    pruned = [n for n in [*ch.METHODS, *ch.TORCH_PRUNING_MODES] if n != "dense"]
+    for (_variant, end_point), family in families.items():
+        pairs = family["comparisons"]
+        assert {(n, "TNVP") for n in pruned if n != "TNVP"} <= set(pairs)
+        assert set(ch.COMPENSATION_PAIRS) <= set(pairs)
+        assert (("dense", "TNVP") in pairs) == (end_point == "final")
+        assert all(c["family"] == len(pairs) and c["p_holm"] >= c["p"]
+                   for c in pairs.values())
 
 
 def test_study_record_is_plain_rounded_json():

@@ -185,7 +185,7 @@ BOOK_SAYS = {
         "Eight cuts, from epoch 8 to epoch 22",
         "assert [w for _, w in SCHEDULE] == [192, 144, 108, 81, 60, 45, 33, 32]",
         "Not bit for bit, but within float32 rounding",
-        "**The difference is the compensation, not the criterion.**",
+        "any difference between them is the compensation's, not the criterion's",
         "A masked neuron is not a removed one"],
     "06_any_layer_any_node": [
         "All three: `backward()` frees",

@@ -60,7 +60,7 @@ def test_the_stored_study_cell_says_where_it_comes_from():
     assert f"book/_generated/study/{CHAPTERS[0]}.json" in source
     namespace = {}
     exec(source, namespace)
-    assert set(namespace["STUDY"]) == {"torch", "kernels", "environment", "runs"}
+    assert set(namespace["STUDY"]) == {"torch", "kernels", "environment", "runs", "new_seeds"}
 
 
 def chapter_after(change):
@@ -139,3 +139,33 @@ def test_rekey_moves_only_seeds_run_on_the_same_code(monkeypatch):
     assert seeds["0"]["key"] == study.key(stem, "main", config, 0, version)
     assert seeds["1"]["key"] == study.legacy_key(stem, "main", config, 1, version, other_code)
     assert seeds["2"]["key"] == "0123456789abcdef"
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_the_new_seeds_are_current_and_reverse_no_verdict(stem):
+    """`make study-check` stored NEW_SEEDS seeds after the study's own, on
+    today's code, and no verdict of the stored study reverses on them,
+    alone or pooled with the stored seeds."""
+    import torch
+    data = study.load(stem, new=True)
+    assert data, f"no new seeds for {stem}: run `make study-check`"
+    plan, missing = study.todo(stem, data, torch.__version__, new=True)
+    assert missing == [], f"{len(missing)} new seed runs out of date: run `make study-check`"
+    for variant in plan["variants"]:
+        seeds = sorted(map(int, data["variants"][variant]["seeds"]))
+        assert seeds == list(range(plan["seeds"], plan["seeds"] + study.NEW_SEEDS))
+    report = study.check_new_seeds(stem)
+    assert {name: r["flipped"] for against in report.values()
+            for name, r in against.items() if r["flipped"]} == {}
+    assert sum(r["stored"] for r in report["new"].values()) > 0
+
+
+def test_compare_verdicts_tells_a_reversal_from_a_weakening():
+    def families(*verdicts):
+        return {"drop": {"comparisons": {(f"m{i}", "TNVP"): {"verdict": v}
+                                         for i, v in enumerate(verdicts)}}}
+    stored = families("lower", "higher", "indistinguishable at 40 seeds", "lower")
+    new = families("lower", "indistinguishable at 10 seeds", "higher", "higher")
+    report = study.compare_verdicts(stored, new)["drop"]
+    assert report == dict(comparisons=4, stored=3, new=3, same=1, weakened=1,
+                          strengthened=1, flipped=[["m3", "TNVP"]])

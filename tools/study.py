@@ -42,20 +42,26 @@ RESULTS = GENERATED / "study"
 KERNELS = "AVX2"
 # Names each chapter with a study defines for itself (like CONFIG): the
 # one-name-one-meaning test lets them differ between chapters.
-PROTOCOL = ("STUDY_PLAN", "study_seed")
+PROTOCOL = ("STUDY_PLAN", "study_seed", "study_verdicts")
 
 
-def results_path(stem):
-    return RESULTS / f"{stem}.json"
+# Seeds that the study never stores, run by `make study-check` (after the
+# stored ones: seeds N to N + NEW_SEEDS - 1 of a plan of N seeds) to show
+# that no verdict changes direction on seeds it has not seen.
+NEW_SEEDS = 10
 
 
-def load(stem):
-    path = results_path(stem)
+def results_path(stem, new=False):
+    return RESULTS / f"{stem}{'.new_seeds' if new else ''}.json"
+
+
+def load(stem, new=False):
+    path = results_path(stem, new)
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def save(stem, data):
-    path = results_path(stem)
+def save(stem, data, new=False):
+    path = results_path(stem, new)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -162,24 +168,31 @@ def run_one(stem, variant, seed):
     return record, round(time.monotonic() - start, 1)
 
 
-def todo(stem, data, torch_version):
+def seed_range(plan, new=False):
+    """The stored seeds of a plan, or the new ones (`make study-check`)."""
+    return (range(plan["seeds"], plan["seeds"] + NEW_SEEDS) if new
+            else range(plan["seeds"]))
+
+
+def todo(stem, data, torch_version, new=False):
     """[(variant, seed, key)] whose stored result is missing or stale."""
     chapter = load_exports(f"{stem}.ipynb")
     plan = chapter.STUDY_PLAN
     missing = []
     for variant, config in plan["variants"].items():
         stored = data.get("variants", {}).get(variant, {}).get("seeds", {})
-        for seed in range(plan["seeds"]):
+        for seed in seed_range(plan, new):
             wanted = key(stem, variant, config, seed, torch_version)
             if stored.get(str(seed), {}).get("key") != wanted:
                 missing.append((variant, seed, wanted))
     return plan, missing
 
 
-def run_chapter(stem, jobs):
+def run_chapter(stem, jobs, new=False):
     torch_version, level = environment()
-    data = load(stem)
-    plan, missing = todo(stem, data, torch_version)
+    data = load(stem, new)
+    plan, missing = todo(stem, data, torch_version, new)
+    seeds = {str(seed) for seed in seed_range(plan, new)}
     # drop what the plan no longer has (fewer seeds, a variant removed)
     variants = data.setdefault("variants", {})
     for variant in list(variants):
@@ -191,9 +204,10 @@ def run_chapter(stem, jobs):
         entry = variants.setdefault(variant, {"seeds": {}})
         entry["config"] = json.loads(json.dumps(config))
         for seed in list(entry["seeds"]):
-            if int(seed) >= plan["seeds"]:
+            if seed not in seeds:
                 del entry["seeds"][seed]
-    print(f"{stem}: {len(missing)} seed runs to do", flush=True)
+    what = "new seed runs (never stored in the chapter's study)" if new else "seed runs"
+    print(f"{stem}: {len(missing)} {what} to do", flush=True)
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(run_one, stem, variant, seed): (variant, seed, wanted)
                    for variant, seed, wanted in missing}
@@ -202,33 +216,95 @@ def run_chapter(stem, jobs):
             record, seconds = future.result()
             variants[variant]["seeds"][str(seed)] = dict(key=wanted, seconds=seconds,
                                                          record=record)
-            save(stem, data)
+            save(stem, data, new)
             print(f"{stem}: {variant}, seed {seed}: {seconds} s", flush=True)
-    save(stem, data)
+    save(stem, data, new)
     return data
 
 
-def study_data(stem):
-    """{variant: {seed: record}} of the stored study, seeds as ints, in order."""
-    data = load(stem)
+def study_data(stem, new=False):
+    """{variant: {seed: record}} of the stored study (of the new seeds of
+    `make study-check` if `new`), seeds as ints, in order."""
+    data = load(stem, new)
     if not data:
-        raise FileNotFoundError(f"no stored study for {stem}: run `make study`")
+        raise FileNotFoundError(f"no stored {'new seeds' if new else 'study'} for {stem}: "
+                                f"run `make {'study-check' if new else 'study'}`")
     return {variant: {int(seed): entry["record"]
                       for seed, entry in sorted(value["seeds"].items(),
                                                 key=lambda item: int(item[0]))}
             for variant, value in data["variants"].items()}, data
 
 
+def direction(verdict):
+    """"lower", "higher" or None (indistinguishable)."""
+    return verdict if verdict in ("lower", "higher") else None
+
+
+def compare_verdicts(stored, new):
+    """Per family, how the verdicts of two study_verdicts() results relate:
+    {family: dict(comparisons, stored (directional verdicts on the stored
+    seeds), new (on the new seeds), same, weakened, strengthened, flipped
+    (the keys whose directions are opposite))}."""
+    report = {}
+    for name, family in stored.items():
+        rows = family["comparisons"]
+        other = new[name]["comparisons"]
+        pairs = [(direction(rows[k]["verdict"]), direction(other[k]["verdict"])) for k in rows]
+        report[name] = dict(
+            comparisons=len(rows),
+            stored=sum(a is not None for a, _ in pairs),
+            new=sum(b is not None for _, b in pairs),
+            same=sum(a == b for a, b in pairs),
+            weakened=sum(a is not None and b is None for a, b in pairs),
+            strengthened=sum(a is None and b is not None for a, b in pairs),
+            flipped=[list(k) if isinstance(k, tuple) else k
+                     for k, (a, b) in zip(rows, pairs) if a and b and a != b])
+    return report
+
+
+def check_new_seeds(stem):
+    """The verdicts of the stored seeds against those of the new seeds
+    alone and of stored and new seeds pooled: {"new": report, "pooled":
+    report} (compare_verdicts)."""
+    chapter = load_exports(f"{stem}.ipynb")
+    data = chapter.STUDY_PLAN["data"]()
+    stored, _ = study_data(stem)
+    new, _ = study_data(stem, new=True)
+    pooled = {variant: {**stored[variant], **new[variant]} for variant in stored}
+    verdicts = chapter.study_verdicts(stored, data)
+    return {"new": compare_verdicts(verdicts, chapter.study_verdicts(new, data)),
+            "pooled": compare_verdicts(verdicts, chapter.study_verdicts(pooled, data))}
+
+
+def print_check(stem, report):
+    """Print a check_new_seeds report; returns the number of flipped verdicts."""
+    flips = 0
+    for against, families in report.items():
+        print(f"{stem}: stored seeds against the {NEW_SEEDS} new seeds"
+              + (" alone" if against == "new" else ", pooled with the stored"))
+        for name, r in families.items():
+            label = ", ".join(name) if isinstance(name, tuple) else name
+            print(f"  {label:28s} {r['comparisons']:3d} comparisons: directional "
+                  f"{r['stored']:2d} stored, {r['new']:2d} {against}; same {r['same']:2d}, "
+                  f"weakened {r['weakened']:2d}, strengthened {r['strengthened']:2d}, "
+                  f"flipped {len(r['flipped'])} {r['flipped'] or ''}")
+            flips += len(r["flipped"])
+    return flips
+
+
 def study_cell_source(stem):
     """The folded cell that holds the stored study in the chapter."""
     runs, data = study_data(stem)
     seeds = sorted({seed for variant in runs.values() for seed in variant})
+    # the new seeds of `make study-check`, for the chapter's closing check
+    new = study_data(stem, new=True)[0] if results_path(stem, True).is_file() else {}
     literal = pprint.pformat(dict(torch=data["torch"], kernels=data["kernels"],
-                                  environment=data.get("environment", {}), runs=runs),
+                                  environment=data.get("environment", {}), runs=runs,
+                                  new_seeds=new),
                              width=96, compact=True, sort_dicts=False)
     return "\n".join([
         f"# @title The stored study: seeds {seeds[0]} to {seeds[-1]} of every method "
-        "(written by `make study`)",
+        "(written by `make study`), and the new seeds of `make study-check`",
         f"# From book/_generated/study/{stem}.json, made by tools/study.py on torch "
         f"{data['torch']}",
         f"# at the {data['kernels']} CPU-kernel level; `make generate` writes this cell.",
@@ -241,6 +317,9 @@ def main(argv=None):
                         help="chapter numbers or stems (default: every chapter with a study)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="processes (each runs one seed on one thread)")
+    parser.add_argument("--check", action="store_true",
+                        help=f"run {NEW_SEEDS} new seeds per chapter (never part of the "
+                             "stored study) and fail if a verdict changes direction")
     parser.add_argument("--rekey", action="store_true",
                         help="run nothing: give today's key to the stored seeds whose "
                              "code differs from today's only in comments and docstrings")
@@ -256,10 +335,15 @@ def main(argv=None):
             print(f"{stem}: {rekey(stem, torch.__version__)} seeds re-keyed")
         return 0
     start = time.monotonic()
+    flips = 0
     for stem in stems:
-        run_chapter(stem, args.jobs)
+        run_chapter(stem, args.jobs, new=args.check)
+        if args.check:
+            flips += print_check(stem, check_new_seeds(stem))
     print(f"study: {len(stems)} chapters in {time.monotonic() - start:.0f} s")
-    return 0
+    if flips:
+        print(f"{flips} verdicts change direction on new seeds", file=sys.stderr)
+    return 1 if flips else 0
 
 
 if __name__ == "__main__":

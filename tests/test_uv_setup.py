@@ -2,7 +2,8 @@
 what pip would take (indexes, local wheels, constraints, certificate) is
 what uv is told; pip's precedence (a PIP_* variable over the files, the
 install section over global) is kept; and a venv it set up holds exactly
-the pins of requirements.txt."""
+the pins of requirements.txt, compiled to bytecode as pip leaves it (the
+grader's sandbox mounts the venv read-only)."""
 import re
 import subprocess
 
@@ -40,6 +41,7 @@ def test_uv_is_told_what_pip_would_use():
                  ("--index-strategy", "unsafe-best-match")]:
         assert pair in pairs, pair
     assert ("--find-links", "/opt/old") not in pairs
+    assert "--compile-bytecode" in argv       # as pip does: a read-only venv needs it
     assert argv[-2:] == ["-r", "requirements.txt"]
     assert environ == {"SSL_CERT_FILE": "/etc/ssl/certs/ca.crt"}
 
@@ -58,6 +60,18 @@ def test_nothing_to_install_is_refused():
 def test_constraint_files_from_the_listing_and_the_variable(tmp_path):
     found = constraint_files(LISTED, {"PIP_CONSTRAINT": f"{tmp_path}/a.txt https://x/c.txt"})
     assert [str(p) for p in found] == ["/etc/pip/constraints.txt", f"{tmp_path}/a.txt"]
+
+
+def test_the_venvs_modules_are_compiled():
+    """A kernel in the grader's read-only sandbox imports torch without
+    compiling it: the venv holds torch's bytecode (and nbgrader's)."""
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", (
+        "import importlib.util, os, sys, torch, nbgrader, sklearn\n"
+        "for module in (torch, nbgrader, sklearn, torch.nn.modules.linear):\n"
+        "    cached = importlib.util.cache_from_source(module.__file__)\n"
+        "    print(module.__name__, os.path.isfile(cached))")],
+        capture_output=True, text=True, check=True, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert "False" not in done.stdout, done.stdout
 
 
 def test_the_venv_holds_the_pins_of_requirements_txt():

@@ -11,6 +11,9 @@ over from `pip config list` (configuration files and PIP_* variables):
 index-url, extra-index-url, find-links and constraint become uv's options,
 cert its SSL_CERT_FILE; and, as pip does, uv takes the best version found on
 any index (uv's default would stop at the first index that has a package).
+Like pip, it compiles every module to bytecode as it installs: the grader's
+sandbox mounts the venv read-only, and a kernel there would otherwise
+compile torch anew each time it starts.
 """
 import os
 import re
@@ -75,7 +78,7 @@ def uv_command(uv, python, config_list, arguments):
         raise SetupError("nothing to install: give requirements, e.g. -r requirements.txt")
     found = settings(config_list)
     argv = [str(uv), "pip", "install", "--python", str(python),
-            "--index-strategy", "unsafe-best-match", "--quiet"]
+            "--index-strategy", "unsafe-best-match", "--compile-bytecode", "--quiet"]
     for key, option in OPTIONS.items():
         for value in found.get(key, "").split():
             argv += [option, value]

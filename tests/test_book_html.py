@@ -21,14 +21,9 @@ def test_colab_url_refuses_a_non_github_repository():
 
 def light_pages():
     """book/_ext/light_pages.py, as Sphinx loads it (by its file)."""
-    import importlib.util
-    from pathlib import Path
+    from tools.book import book_extension
 
-    path = Path(__file__).resolve().parent.parent / "book" / "_ext" / "light_pages.py"
-    spec = importlib.util.spec_from_file_location("light_pages", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_extension("light_pages")
 
 
 def test_aligned_outputs_are_told_from_prose():

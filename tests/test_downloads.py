@@ -10,7 +10,6 @@ links the files by the names the tool writes. Reads the book `make book`
 builds.
 """
 import html
-import importlib.util
 import re
 import zipfile
 
@@ -19,20 +18,12 @@ import pytest
 
 from tests.test_browser import CHROMIUM, HTML, browser, site  # noqa: F401
 from tools import downloads
-from tools.book import BOOK, ROOT, toc_entries, toc_notebooks
+from tools.book import ROOT, book_extension, toc_entries, toc_notebooks
 
 CHAPTER = "book/01_reproduce_the_error"
 
 
-def load_extension():
-    spec = importlib.util.spec_from_file_location("downloads_ext",
-                                                  BOOK / "_ext" / "downloads.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ext = load_extension()
+ext = book_extension("downloads")
 
 
 def words(text):

@@ -9,7 +9,6 @@ then plants a failure (what a new theme release could write instead) and
 expects the error that names the rewrite and the file. One more build, with
 the icon table planted empty, shows that such an error fails the build.
 """
-import importlib.util
 import re
 import shutil
 import struct
@@ -24,6 +23,8 @@ import pydata_sphinx_theme
 import pytest
 import sphinx_book_theme
 
+from tools.book import book_extension
+
 ROOT = Path(__file__).resolve().parent.parent
 EXT = ROOT / "book" / "_ext"
 PYDATA_STATIC = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
@@ -31,15 +32,7 @@ BOOK_THEME_STATIC = (Path(sphinx_book_theme.__file__).parent / "theme" / "sphinx
                      / "static")
 
 
-def load_light_pages():
-    """book/_ext/light_pages.py, as Sphinx loads it (by its file)."""
-    spec = importlib.util.spec_from_file_location("light_pages", EXT / "light_pages.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-lp = load_light_pages()
+lp = book_extension("light_pages")
 
 
 def png(width, height):

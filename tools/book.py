@@ -9,6 +9,7 @@ Run as a program it prints the toc's notebooks, one per line (for nbval):
 or the CPU-kernel variables of the stored outputs (for the Makefile):
     python -m tools.book --cpu-kernels
 """
+import importlib.util
 import re
 from pathlib import Path
 
@@ -17,6 +18,20 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
+
+
+def book_extension(name):
+    """The module book/_ext/NAME.py, loaded from its file as Sphinx loads it
+    (the extensions are no package: they are copied into the class site's
+    and the teacher's pack's sources, and import nothing of tools/); a new
+    module each call, so that what one caller changes in it stays there."""
+    path = BOOK / "_ext" / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"no book extension {name!r}: {path} does not exist")
+    spec = importlib.util.spec_from_file_location(f"book_ext_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 GENERATED = BOOK / "_generated"
 REQUIREMENTS = ROOT / "requirements.txt"
 RELEASES = ROOT / "torch_releases.txt"

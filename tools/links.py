@@ -22,7 +22,7 @@ import re
 import yaml
 from sphinx.util.nodes import _make_id
 
-from tools.book import BOOK, ROOT
+from tools.book import BOOK, ROOT, book_extension
 
 PLACEHOLDER = re.compile(r"YOUR-ACCOUNT|YOUR-REPOSITORY", re.I)
 GITHUB = "https://github.com/"
@@ -39,13 +39,14 @@ def repository_url(config_path=ROOT / "_config.yml"):
 
 def book_url(repo_url):
     """'https://github.com/Owner/name' -> 'https://owner.github.io/name/', the
-    address GitHub Pages publishes the book at (the Pages workflow)."""
-    if not repo_url.startswith(GITHUB):
-        raise ValueError(f"repository.url must start with {GITHUB}, got {repo_url!r}")
-    owner, _, name = repo_url[len(GITHUB):].strip("/").partition("/")
-    if not owner or not name or "/" in name:
-        raise ValueError(f"repository.url must be {GITHUB}OWNER/NAME, got {repo_url!r}")
-    return f"https://{owner.lower()}.github.io/{name}/"
+    address GitHub Pages publishes the book at (the Pages workflow): the
+    build's own rule, book/_ext/findable.py's site_url (ValueError if
+    `repo_url` is not a GitHub repository's address)."""
+    findable = book_extension("findable")
+    try:
+        return findable.site_url(repo_url)
+    except findable.FindableError as error:
+        raise ValueError(str(error)) from None
 
 
 def placeholder(text):

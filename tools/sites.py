@@ -26,7 +26,6 @@ pages that are not in that build made absolute, to the public book's
 address (tools.links.book_url), and a _config.yml and _toc.yml of its own.
 """
 import copy
-import importlib.util
 import os
 import re
 import shutil
@@ -39,7 +38,7 @@ import nbformat
 import yaml
 
 from tools import links
-from tools.book import BOOK, ROOT, toc_notebooks
+from tools.book import BOOK, ROOT, book_extension, toc_notebooks
 
 BUILD = ROOT / "_build"
 CLASS_SRC = BUILD / "class-src"
@@ -221,11 +220,7 @@ def build_class_site():
 
 def light_pages():
     """book/_ext/light_pages.py (its TeX to MathML converter)."""
-    spec = importlib.util.spec_from_file_location("light_pages",
-                                                  BOOK / "_ext" / "light_pages.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_extension("light_pages")
 
 
 DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)

@@ -81,21 +81,24 @@ CPU_KERNELS = $(shell $(PY) -m tools.book --cpu-kernels)
 ALONE := _build/alone
 NOTEBOOKS = $(shell $(PY) -m tools.book)
 
-# Every test, on both cores: nbval (strict) over a copy of each chapter in a
+# Every test, on three workers: nbval (strict) over a copy of each chapter in a
 # folder of its own (so each runs alone, as in Colab; tests/conftest.py fails
 # the run if one writes a file there), and every test in tests/ (the browser
 # test reads the book that `book` builds). Each notebook, and each test
 # file, stays on one worker (--dist loadfile), but tests/conftest.py spreads
-# the browser test's page views over both and sends the longest files first
+# the browser test's page views over all and sends the longest files first
 # (--no-loadscope-reorder keeps the order it gives). One thread each
-# (OMP_NUM_THREADS=1, as the chapters' setup cells set): two workers, two
-# cores, and no thread of one waiting on a core the other holds.
+# (OMP_NUM_THREADS=1, as the chapters' setup cells set). Three workers on a
+# two-core machine: much of the tests' time is spent waiting (a kernel or a
+# browser starting, a time-out running out, a subprocess), and the third
+# fills those waits; on 2 cores with another grading run beside it, CI took
+# 462 s with three workers and 450-495 s with two.
 define run-tests
 rm -rf $(ALONE)
 for notebook in $(NOTEBOOKS); do \
   name=$$(basename $$notebook .ipynb); mkdir -p $(ALONE)/$$name; \
   cp $$notebook $(ALONE)/$$name/; done
-$(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder \
+$(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder \
   --durations=12 --nbval --nbval-current-env --nbval-cell-timeout=300 \
   --nbval-sanitize-with tests/sanitize.cfg \
   $(ALONE)/*/*.ipynb tests/

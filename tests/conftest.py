@@ -1,5 +1,5 @@
 """Shared fixtures, the run-alone check of the notebooks nbval runs, and
-the order of the tests on `make test`'s two workers.
+the order of the tests on `make test`'s three workers.
 
 `make test` gives nbval a copy of each chapter in a folder of its own
 (`_build/alone/<chapter>/`), so each chapter's kernel starts in a folder
@@ -7,13 +7,13 @@ where nothing of this repository is importable, as in Colab. After the
 session, each such folder must still hold its notebook alone: a chapter
 that writes files fails the run.
 
-`make test` runs pytest on two workers with `--dist loadfile
+`make test` runs pytest on three workers with `--dist loadfile
 --no-loadscope-reorder`: each file's tests (a notebook's cells share one
 kernel, a test file its module fixtures) run on one worker, except those of
 SPREAD, the browser test's page views, which are each sent alone, so that
-both workers share them (the scheduler below). The files are sent in the
+all workers share them (the scheduler below). The files are sent in the
 order given here: the longest first (LONGEST), then the others as
-collected, then the short spread views, which fill the two workers' ends.
+collected, then the short spread views, which fill the workers' ends.
 """
 import os
 import shutil

@@ -49,7 +49,7 @@ Once each: on a 360-px phone the search field's magnifying glass leaves
 the query typed whole, and a search highlights nothing on the pages read
 after it.
 
-`make test` spreads the views over both workers (each view is a test of its
+`make test` spreads the views over the workers (each view is a test of its
 own; tests/conftest.py sends them after every other file, so that each
 worker starts one browser and one server for all the views it runs).
 """

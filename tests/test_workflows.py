@@ -365,7 +365,7 @@ def test_make_ci_runs_every_check():
     dry = make("-n", "ci")
     for command in ("ruff check", "tools.generate --check", "actionlint", "zizmor",
                     "jupyter-book build --all --warningiserror",
-                    "pytest -n 2 --dist loadfile", "--nbval", "tests/",
+                    "pytest -n 3 --dist loadfile", "--nbval", "tests/",
                     f"tools.versions --versions {torch_releases()[0]}", "--strict"):
         assert command in dry, command
     # the tests reuse the book that book-strict built

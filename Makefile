@@ -93,6 +93,19 @@ NOTEBOOKS = $(shell $(PY) -m tools.book)
 # browser starting, a time-out running out, a subprocess), and the third
 # fills those waits; on 2 cores with another grading run beside it, CI took
 # 462 s with three workers and 450-495 s with two.
+# TESTS picks a part: all (the default: `make test`, `make ci`, .ci/run);
+# site, the tests of the built book, of Chromium, axe-core and the grader's
+# sandbox, which do not depend on Python's version (GitHub runs them on one
+# Python); python, nbval over the chapters and every other file of tests/
+# (GitHub runs them on each Python). A file that reads _build/html or starts
+# Chromium belongs in SITE_TESTS (tests/test_workflows.py checks).
+TESTS ?= all
+SITE_TESTS := tests/test_browser.py tests/test_icons_browser.py tests/test_triage_browser.py \
+  tests/test_handouts.py tests/test_downloads.py tests/test_findable.py tests/test_links.py \
+  tests/test_teacher_pack.py tests/test_grade.py
+TEST_PATHS_all := $(ALONE)/*/*.ipynb tests/
+TEST_PATHS_python := $(TEST_PATHS_all) $(SITE_TESTS:%=--ignore=%)
+TEST_PATHS_site := $(SITE_TESTS)
 define run-tests
 rm -rf $(ALONE)
 for notebook in $(NOTEBOOKS); do \
@@ -101,13 +114,13 @@ for notebook in $(NOTEBOOKS); do \
 $(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder \
   --durations=12 --nbval --nbval-current-env --nbval-cell-timeout=300 \
   --nbval-sanitize-with tests/sanitize.cfg \
-  $(ALONE)/*/*.ipynb tests/
+  $(or $(TEST_PATHS_$(TESTS)),$(error TESTS=$(TESTS): give all, site or python))
 endef
 
 test: setup dot book ## every test: nbval over each chapter alone, and tests/ (builds the book first)
 	$(run-tests)
 
-test-only: setup dot ## the tests of `make test` on the book as built (`make ci` builds it strictly first)
+test-only: setup dot ## the tests of `make test` on the book as built (TESTS=site or python: a part)
 	$(run-tests)
 
 # ruff over the Python files and the notebooks (settings in pyproject.toml).

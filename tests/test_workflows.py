@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -89,15 +90,27 @@ def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
 
 
 def test_github_workflows_test_and_publish_the_book():
-    test, pages = workflow("test.yml"), workflow("pages.yml")
-    runs = [s["run"].strip() for s in test["jobs"]["test"]["steps"] if "run" in s]
-    assert "make ci" in runs, "the test job runs CI's one definition"
+    pages = workflow("pages.yml")
     build = pages["jobs"]["build"]["steps"]
     assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@") for s in build)
     assert build[-1]["with"]["path"] == "_build/html"
     deploy = pages["jobs"]["deploy"]
     assert deploy["needs"] == "build"
     assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
+
+
+def test_pages_publishes_only_what_passed_every_test_on_main():
+    """pages.yml runs only when test.yml calls it: on `main`, after every
+    other job of that run (on that commit) passed."""
+    assert workflow("pages.yml")[True] == {"workflow_call": None}
+    callers = [(path.name, name) for path in WORKFLOWS.glob("*.yml")
+               for name, job in workflow(path.name)["jobs"].items()
+               if "pages.yml" in job.get("uses", "")]
+    assert callers == [("test.yml", "pages")]
+    jobs = workflow("test.yml")["jobs"]
+    assert jobs["pages"]["uses"] == "./.github/workflows/pages.yml"
+    assert sorted(jobs["pages"]["needs"]) == sorted(set(jobs) - {"pages"})
+    assert jobs["pages"]["if"] == "github.ref == 'refs/heads/main'"
 
 
 def test_pages_workflow_builds_with_make():
@@ -180,7 +193,7 @@ def test_every_chapter_alone_on_each_release_runs_tools_versions():
 
 
 def test_tests_run_on_the_pythons_readers_have():
-    test = workflow("test.yml")["jobs"]["test"]
+    test = workflow("test.yml")["jobs"]["tests"]
     assert test["strategy"]["matrix"]["python"] == ["3.11", "3.12", "3.13"]
     setup = next(s for s in test["steps"] if s.get("uses", "").startswith("actions/setup-python@"))
     assert setup["with"]["python-version"] == "${{ matrix.python }}"
@@ -345,14 +358,107 @@ def make_commands(text):
     return [m[0].strip() for line in lines for m in re.finditer(r"\bmake\b[^;&|)]*", line)]
 
 
-def test_ci_run_and_the_workflow_both_run_make_ci():
+def test_ci_run_runs_make_ci():
     """.ci/run installs the system packages, then runs `make ci` and no
-    other target; the GitHub test job runs `make ci` after its own packages."""
+    other target."""
     run = (ROOT / ".ci" / "run").read_text()
     assert make_commands(run) == ["make ci"], make_commands(run)
-    job = workflow("test.yml")["jobs"]["test"]
-    commands = [c for s in job["steps"] if "run" in s for c in make_commands(s["run"])]
-    assert commands == ["make ci"], commands
+
+
+def job_commands(job):
+    return [c for s in job["steps"] if "run" in s for c in make_commands(s["run"])]
+
+
+def pytest_paths(tests):
+    """What `make test-only TESTS=tests` gives pytest to collect."""
+    dry = make("-n", "test-only", f"TESTS={tests}").splitlines()
+    return next(line for line in dry if " -m pytest " in line).split("sanitize.cfg")[1].split()
+
+
+# what a test file needs that is the same on every Python: the built book, a
+# browser, the grader
+SITE_NEEDS = re.compile(r'CHROMIUM|_build" / "html"|_build/html/|tools import grade\b')
+
+
+def test_github_runs_each_part_of_make_ci_once():
+    """`make ci` = ci-checks (its tests: TESTS=all) + floor. GitHub: `checks`
+    runs ci-checks with the tests of TESTS=site on one Python, `tests` those
+    of TESTS=python on each, and `versions` the floor (one release of its
+    matrix): TESTS=site and TESTS=python split TESTS=all between them."""
+    jobs = workflow("test.yml")["jobs"]
+    assert job_commands(jobs["checks"]) == ["make ci-checks TESTS=site"]
+    assert "matrix" not in jobs["checks"].get("strategy", {})
+    assert job_commands(jobs["tests"]) == ["make test-only TESTS=python"]
+    every, site, python = (pytest_paths(t) for t in ("all", "site", "python"))
+    assert every == ["_build/alone/*/*.ipynb", "tests/"]
+    assert python == every + [f"--ignore={path}" for path in site]
+    files = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
+             if p.name != Path(__file__).name}
+    assert set(site) <= files and len(set(site)) == len(site)
+    needs_site = {f for f in files if SITE_NEEDS.search((ROOT / f).read_text())}
+    assert needs_site == set(site), "SITE_TESTS in the Makefile: the files that need the site"
+
+
+def test_the_floor_runs_in_one_job():
+    """Every chapter on a torch release (the floor among them): only the
+    versions matrix, none of `make ci` (which runs the floor) elsewhere."""
+    running = [(path.name, name) for path in WORKFLOWS.glob("*.yml")
+               for name, job in workflow(path.name)["jobs"].items()
+               if any("tools.versions" in s.get("run", "") for s in job.get("steps", []))
+               or {"make ci", "make floor", "make versions"} & set(job_commands(job)
+                                                                  if "steps" in job else [])]
+    assert running == [("test.yml", "versions")]
+
+
+def test_venvs_are_cached_by_what_they_hold():
+    """.venv by the exact Python and requirements.txt; each torch release's
+    venv (kept for the cache to save) by the release and requirements.txt."""
+    jobs = workflow("test.yml")["jobs"]
+    for name, path, holds in (("checks", ".venv", []), ("tests", ".venv", []),
+                              ("versions", "${{ runner.temp }}/venvs", ["${{ matrix.torch }}"])):
+        job_steps = jobs[name]["steps"]
+        [cache] = [s for s in job_steps if s.get("uses", "").startswith("actions/cache@")]
+        python = next(s for s in job_steps if s.get("id") == "python")
+        assert job_steps.index(python) < job_steps.index(cache) < min(
+            i for i, s in enumerate(job_steps) if "run" in s)
+        assert cache["with"]["path"] == path, name
+        for part in ["${{ steps.python.outputs.python-version }}",
+                     "${{ hashFiles('requirements.txt') }}", *holds]:
+            assert part in cache["with"]["key"], (name, part)
+    run = next(s["run"] for s in jobs["versions"]["steps"] if "tools.versions" in s.get("run", ""))
+    assert '--venv-root "$RUNNER_TEMP/venvs"' in run and "--keep" in run
+    # nothing that is published is built from a cache
+    for name in ("pages.yml", "release.yml"):
+        assert not any("cache" in s.get("uses", "") or "cache" in s.get("with", {})
+                       for s in steps(workflow(name))), name
+
+
+def test_a_newer_push_cancels_the_test_and_colab_runs_before_it():
+    for name in ("test.yml", "colab.yml"):
+        assert workflow(name)["concurrency"] == {
+            "group": "${{ github.workflow }}-${{ github.ref }}", "cancel-in-progress": True}
+
+
+def filtered_in(patterns, changed):
+    """Whether GitHub runs a workflow with these `paths:` for these changed
+    files: a file counts if the last pattern it matches is not negated."""
+    def matches(pattern, path):
+        regex = re.escape(pattern).replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+        return re.fullmatch(regex, path)
+    return any([not p.startswith("!") for p in patterns if matches(p.lstrip("!"), f)][-1:]
+               == [True] for f in changed)
+
+
+def test_documents_alone_run_neither_tests_nor_colab():
+    for name in ("test.yml", "colab.yml"):
+        triggers = workflow(name)[True]
+        for event in ("push", "pull_request"):
+            paths = triggers[event]["paths"]
+            for changed in (["README.md"], ["docs/maintaining.md", "CONTRIBUTING.md"]):
+                assert not filtered_in(paths, changed), (name, event, changed)
+            for changed in (["book/glossary.md"], ["tools/run.py"], ["Makefile"],
+                            ["README.md", "requirements.txt"], [".github/workflows/test.yml"]):
+                assert filtered_in(paths, changed), (name, event, changed)
 
 
 def test_make_commands_reads_a_script():
@@ -386,12 +492,13 @@ def test_make_help_lists_every_target_once():
 def test_every_action_is_pinned_by_commit_with_its_version():
     lines = uses_lines()
     assert lines
-    for line in lines:
-        assert PINNED.fullmatch(line), line
+    for line in lines:    # or a workflow of this repository, at the caller's commit
+        assert PINNED.fullmatch(line) or (ROOT / line).is_file(), line
 
 
 def test_permissions_are_read_only_but_for_the_deploy_and_release_jobs():
     writes = {("pages.yml", "deploy"): {"pages": "write", "id-token": "write"},
+              ("test.yml", "pages"): {"contents": "read", "pages": "write", "id-token": "write"},
               ("release.yml", "teacher-pack"): {"contents": "write"}}
     for path in WORKFLOWS.glob("*.yml"):
         flow = yaml.safe_load(path.read_text())

@@ -196,14 +196,15 @@ lint-workflows: setup ## actionlint and zizmor over the GitHub workflows
 	$(VENV)/bin/zizmor --offline --min-severity medium $(GITHUB_DIR)
 
 # CI, the one definition: .ci/run (after installing graphviz and Chromium)
-# and the GitHub workflow's test job both run `make ci`. Two jobs at once:
+# runs `make ci`; GitHub's test workflow runs its parts, each once, in jobs
+# of their own (.github/workflows/test.yml says which). Two jobs at once:
 #   ci-checks: ruff, the generated files, the workflows, the book with every
 #     Sphinx warning an error, then every test on that book (not built again);
 #   floor: every chapter alone on the oldest supported torch; its venv is
 #     built (downloaded) from the start, and it runs niced, on what the
 #     others leave idle (the book's build uses one core; the tests' tail).
 # Each part prints its time, and `ci` the total.
-ci: setup dot ## every check of CI, as .ci/run and the GitHub workflow run it
+ci: setup dot ## every check of CI, as .ci/run runs it (GitHub runs its parts apart)
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory -j2 ci-checks floor || status=$$?; \
 	echo "ci: make ci took $$(( $$(date +%s) - start )) s$$([ $$status = 0 ] || echo ', and FAILED')"; \

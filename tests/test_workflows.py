@@ -89,20 +89,14 @@ def test_pages_workflow_refuses_to_publish_a_placeholder(tmp_path):
     assert done.returncode != 0 and "placeholder" in done.stderr
 
 
-def test_github_workflows_test_and_publish_the_book():
-    pages = workflow("pages.yml")
-    build = pages["jobs"]["build"]["steps"]
-    assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@") for s in build)
-    assert build[-1]["with"]["path"] == "_build/html"
-    deploy = pages["jobs"]["deploy"]
-    assert deploy["needs"] == "build"
-    assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
-
-
 def test_pages_publishes_only_what_passed_every_test_on_main():
-    """pages.yml runs only when test.yml calls it: on `main`, after every
-    other job of that run (on that commit) passed."""
-    assert workflow("pages.yml")[True] == {"workflow_call": None}
+    """pages.yml builds _build/html and deploys it, only when test.yml calls
+    it: on `main`, after every other job of that run (that commit) passed."""
+    pages = workflow("pages.yml")
+    assert pages[True] == {"workflow_call": None}
+    assert pages["jobs"]["build"]["steps"][-1]["with"]["path"] == "_build/html"
+    assert pages["jobs"]["deploy"]["needs"] == "build"
+    assert pages["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages@")
     callers = [(path.name, name) for path in WORKFLOWS.glob("*.yml")
                for name, job in workflow(path.name)["jobs"].items()
                if "pages.yml" in job.get("uses", "")]
@@ -144,8 +138,6 @@ def test_release_workflow_attaches_the_teacher_pack():
     assert any("make generate teacher-pack" in r for r in runs)
     assert any(r.startswith("gh release upload ") and "_build/teacher-pack.zip" in r
                for r in runs)
-    assert all(s["uses"].split("@")[1][:40].isalnum() and len(s["uses"].split("@")[1]) == 40
-               for s in job["steps"] if "uses" in s), "actions pinned by commit"
 
 
 def test_workflows_read_the_torch_pin_and_releases_from_their_files():
@@ -366,7 +358,7 @@ def test_ci_run_runs_make_ci():
 
 
 def job_commands(job):
-    return [c for s in job["steps"] if "run" in s for c in make_commands(s["run"])]
+    return [c for s in job.get("steps", []) if "run" in s for c in make_commands(s["run"])]
 
 
 def pytest_paths(tests):
@@ -405,8 +397,7 @@ def test_the_floor_runs_in_one_job():
     running = [(path.name, name) for path in WORKFLOWS.glob("*.yml")
                for name, job in workflow(path.name)["jobs"].items()
                if any("tools.versions" in s.get("run", "") for s in job.get("steps", []))
-               or {"make ci", "make floor", "make versions"} & set(job_commands(job)
-                                                                  if "steps" in job else [])]
+               or {"make ci", "make floor", "make versions"} & set(job_commands(job))]
     assert running == [("test.yml", "versions")]
 
 
@@ -459,11 +450,6 @@ def test_documents_alone_run_neither_tests_nor_colab():
             for changed in (["book/glossary.md"], ["tools/run.py"], ["Makefile"],
                             ["README.md", "requirements.txt"], [".github/workflows/test.yml"]):
                 assert filtered_in(paths, changed), (name, event, changed)
-
-
-def test_make_commands_reads_a_script():
-    assert make_commands("apt-get x\nmake ci  # then make test\n(make lint && make book)") == [
-        "make ci", "make lint", "make book"]
 
 
 def test_make_ci_runs_every_check():

@@ -6,7 +6,6 @@ names a target of the Makefile, every relative link leads to a file, every
 "`name` in `file`" names something that file defines, and the docs stay
 short enough to read in fifteen minutes.
 """
-import ast
 import json
 import os
 import re
@@ -120,37 +119,22 @@ def placed_names(text):
             for name in INLINE.findall(names)]
 
 
-def top_level_names(source):
-    """The names Python `source` defines at its top level (functions,
-    classes, assignments); notebook magics left out."""
-    source = "\n".join(line for line in source.splitlines()
-                       if not line.lstrip().startswith(("%", "!")))
-    names = set()
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
-        names.update(n.id for target in targets for n in ast.walk(target)
-                     if isinstance(n, ast.Name))
-    return names
-
-
-def defined_in(path, cell=None):
-    """What the file `path` (from the root) defines: a module's top-level
-    names, or those of a notebook's code cells (only the cell `cell`, if given)."""
+def source_of(path, cell=None):
+    """The code of `path` (from the root): a module, or a notebook's code
+    cells (only the cell with the id `cell`, if given)."""
     text = (ROOT / path).read_text()
     if not path.endswith(".ipynb"):
-        return top_level_names(text)
-    cells = [c for c in json.loads(text)["cells"] if c["cell_type"] == "code"
-             and (cell is None or c.get("id") == cell)]
-    return set().union(*(top_level_names("".join(c["source"])) for c in cells))
+        return text
+    return "\n".join("".join(c["source"]) for c in json.loads(text)["cells"]
+                     if c["cell_type"] == "code" and cell in (None, c.get("id")))
 
 
 def misplaced_names(text):
-    """The (name, where) of `text` whose file, or cell, does not define the name."""
+    """The (name, where) of `text` whose file, or cell, does not define the
+    name at its top level (a def, a class, an assignment)."""
     return [(name, path + (f"#{cell}" if cell else "")) for name, path, cell in placed_names(text)
-            if name not in defined_in(path, cell or None)]
+            if not re.search(rf"^(?:(?:def|class) {name}\b|{name} *=)",
+                             source_of(path, cell or None), re.M)]
 
 
 def links(text):

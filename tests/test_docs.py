@@ -2,9 +2,11 @@
 
 Not their wording: what they name must be real. Every repository path
 written as code (`tools/run.py`, `book/student/`) exists, every `make X`
-names a target of the Makefile, every relative link leads to a file, and
-the README stays short (the rest belongs in docs/).
+names a target of the Makefile, every relative link leads to a file, every
+"`name` in `file`" names something that file defines, and the docs stay
+short enough to read in fifteen minutes.
 """
+import json
 import os
 import re
 
@@ -12,6 +14,9 @@ from tools.book import ROOT
 
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 100
+# Words as `wc -w` counts them: whitespace-separated tokens of the whole
+# files, code blocks and tables included (a table's `|` is a word).
+DOCS_MAX_WORDS = 3500
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 INLINE = re.compile(r"`([^`\n]+)`")
@@ -101,6 +106,37 @@ def named_targets(text):
     return targets
 
 
+# "`paired`, `holm` and `say` in `book/05_variance_pruning.ipynb#paired-comparison`",
+# "`generated` in `tools/findings.py`": names said to be defined in a file
+# (a notebook's cell, when the path has an anchor).
+PLACED = re.compile(r"((?:`\w+`(?:,?\s+and\s+|,\s+|\s+or\s+)?)+)\s+(?:is\s+)?in\s+"
+                    r"`([\w./-]+\.(?:py|ipynb))(?:#([\w-]+))?`")
+
+
+def placed_names(text):
+    """[(name, path, cell id or None)] for every "`name` in `file`" of a text."""
+    return [(name, path, cell) for names, path, cell in PLACED.findall(text)
+            for name in INLINE.findall(names)]
+
+
+def source_of(path, cell=None):
+    """The code of `path` (from the root): a module, or a notebook's code
+    cells (only the cell with the id `cell`, if given)."""
+    text = (ROOT / path).read_text()
+    if not path.endswith(".ipynb"):
+        return text
+    return "\n".join("".join(c["source"]) for c in json.loads(text)["cells"]
+                     if c["cell_type"] == "code" and cell in (None, c.get("id")))
+
+
+def misplaced_names(text):
+    """The (name, where) of `text` whose file, or cell, does not define the
+    name at its top level (a def, a class, an assignment)."""
+    return [(name, path + (f"#{cell}" if cell else "")) for name, path, cell in placed_names(text)
+            if not re.search(rf"^(?:(?:def|class) {name}\b|{name} *=)",
+                             source_of(path, cell or None), re.M)]
+
+
 def links(text):
     """The relative links of a Markdown text, outside its code (where a
     chapter's link is shown as an example)."""
@@ -113,6 +149,25 @@ def test_readme_is_short():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, (
         f"README.md has {len(lines)} lines; move the details to docs/")
+
+
+def test_the_docs_are_read_in_fifteen_minutes():
+    words = {doc.name: len(doc.read_text().split()) for doc in DOCS}
+    assert sum(words.values()) <= DOCS_MAX_WORDS, (
+        f"the docs have {sum(words.values())} words (at most {DOCS_MAX_WORDS}): {words}")
+
+
+def test_every_name_the_docs_place_in_a_file_is_defined_there():
+    wrong = {doc.name: misplaced_names(doc.read_text()) for doc in DOCS}
+    assert not any(wrong.values()), wrong
+
+
+def test_the_docs_say_where_the_statistics_are_computed():
+    """The paired t intervals, Holm's adjustment, the declared families and
+    the pages' sentences: each named with the file that defines it (checked
+    by the test above)."""
+    placed = {name for doc in DOCS for name, _, _ in placed_names(doc.read_text())}
+    assert {"paired", "holm", "say", "study_verdicts", "generated"} <= placed, placed
 
 
 def test_every_path_the_docs_name_exists():
@@ -162,3 +217,16 @@ def test_the_checks_find_what_does_not_exist():
     assert [t for t in named_targets(text) if t not in targets] == [
         "no-such-target", "other-missing"]
     assert links(text) == ["CONTRIBUTING.md", "docs/lost.md"]
+
+
+def test_the_check_finds_a_name_its_file_does_not_define():
+    text = ("`paired`, `holm` and `say` in `tools/study.py`; `holm` in\n"
+            "`book/05_variance_pruning.ipynb#paired-comparison`; `study_verdicts` is in\n"
+            "`book/05_variance_pruning.ipynb#stored-study`; `generated` in `tools/findings.py`;\n"
+            "`study_verdicts` in `book/07_tnvp_language_model.ipynb`; `TRICKS` in\n"
+            "`tests/test_student_edition.py`; `make study` in `tools/study.py`.")
+    assert [name for name, _, _ in placed_names(text)] == [
+        "paired", "holm", "say", "holm", "study_verdicts", "generated", "study_verdicts", "TRICKS"]
+    assert misplaced_names(text) == [
+        ("paired", "tools/study.py"), ("holm", "tools/study.py"), ("say", "tools/study.py"),
+        ("study_verdicts", "book/05_variance_pruning.ipynb#stored-study")]

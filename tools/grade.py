@@ -70,7 +70,10 @@ nbgrader itself runs under an address-space limit too: nbclient keeps all
 a notebook prints, and a notebook printing without end must fail its own
 grading, not exhaust the grader's machine.
 A cell's time-out interrupts the kernel by a message (the kernel spec's
-`interrupt_mode`: a signal to bwrap would not reach the kernel). Every
+`interrupt_mode`: a signal to bwrap would not reach the kernel); it bounds
+the outputs that follow a cell's reply too, and the kernel's start has the
+notebook's time-out (nbclient's own 4 s and 60 s fail a notebook on a busy
+machine for no fault of the student's). Every
 notebook's time-out kills nbgrader's process group; bwrap dies with it and the
 kernel's PID namespace with bwrap, whatever the kernel is doing (a C call
 that ignores signals included), and the grader returns at once: its output
@@ -428,7 +431,8 @@ def autograde(notebook, stem, student, limits, templates, hide):
                     sandbox_argv(work, ipc, student, [templates, *hide], memory_mb))
         code, output = run(nbgrader(
             "autograde", stem, f"--student={student_id(student)}", "--force",
-            f"--Execute.timeout={cell_timeout}", f"--Execute.kernel_name={KERNEL}",
+            f"--Execute.timeout={cell_timeout}", f"--Execute.iopub_timeout={cell_timeout}",
+            f"--Execute.startup_timeout={timeout}", f"--Execute.kernel_name={KERNEL}",
             "--KernelManager.transport=ipc", f"--KernelManager.ip={ipc}/kernel",
             f"--KernelManager.connection_file={ipc}/kernel.json",
             "--KernelSpecManager.ensure_native_kernel=False"),

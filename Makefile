@@ -100,6 +100,7 @@ for notebook in $(NOTEBOOKS); do \
   cp $$notebook $(ALONE)/$$name/; done
 $(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder \
   --durations=12 --nbval --nbval-current-env --nbval-cell-timeout=300 \
+  --nbval-kernel-startup-timeout=300 \
   --nbval-sanitize-with tests/sanitize.cfg \
   $(ALONE)/*/*.ipynb tests/
 endef

@@ -58,13 +58,14 @@ def test_a_kernel_that_does_not_start_is_held_to_the_startup_timeout(tmp_path):
     folder.mkdir()
     nbformat.write(one_cell_notebook("print('ran')"), folder / "one.ipynb")
     done = subprocess.run([slow_python(tmp_path, NEVER), EXECUTE, "one.ipynb", "--timeout",
-                           str(NEVER), "--startup-timeout", "2"], cwd=folder,
+                           "120", "--startup-timeout", "2"], cwd=folder,
                           env=clean_environment(), capture_output=True, text=True, timeout=NEVER)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stderr[-2000:]
     result = json.loads(lines[-1][len("RESULT "):])
     assert result["status"] == "fail"
-    assert result["error"].startswith("the kernel did not start: RuntimeError"), result
+    assert result["error"] == ("the kernel did not start: "
+                               "RuntimeError: Kernel didn't respond in 2 seconds"), result
     assert "cell" not in result       # no cell is blamed for it
 
 
@@ -81,7 +82,8 @@ def test_run_alone_passes_its_cell_timeout_to_each_cell():
     notebook = one_cell_notebook(f"import time\ntime.sleep({NEVER})")
     result, _ = run_alone(notebook, cell_timeout=2)
     assert result["status"] == "fail" and result.get("cell") == 1, result
-    assert "CellTimeoutError" in result["error"], result
+    assert result["error"] == ("CellTimeoutError: A cell timed out while it was being "
+                               "executed, after 2 seconds."), result
 
 
 @pytest.mark.parametrize("timeout", [0, -5, 2.5, True, "900", None])

@@ -41,7 +41,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -526,7 +529,7 @@ def test_the_grading_notebook_of_the_student_edition_is_the_source(monkeypatch, 
 
 
 def test_the_kernel_gets_the_student_and_nothing_writable_but_its_folder(tmp_path):
-    argv = grader.sandbox_argv(tmp_path / "work", tmp_path / "ipc", "=ana", [tmp_path])
+    argv = grader.sandbox_argv(tmp_path / "work", tmp_path / "ipc", "=ana")
     pairs = list(zip(argv, argv[1:]))
     assert ("--setenv", "BOOK_STUDENT") in pairs and argv[argv.index("BOOK_STUDENT") + 1] == "=ana"
     writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
@@ -541,3 +544,100 @@ def test_chapter_is_read_from_the_exercise_cells():
     for cell in notebook.cells:
         cell.metadata.pop("nbgrader", None)
     assert grader.chapter_of(notebook) is None
+
+
+def test_every_bad_file_is_a_row_and_the_run_ends_well(tmp_path):
+    """Whatever a file holds, it gets its row and the others are graded."""
+    folder = tmp_path / "class"
+    bad = {"deep": ('{"cells": ' + "[" * 200_000).encode(), "binary": bytes(range(256)) * 64,
+           "types": json.dumps(dict(cells=5, metadata={}, nbformat=4, nbformat_minor=5)).encode()}
+    for name, content in bad.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / f"{ONE}.ipynb").write_bytes(content)
+    (folder / "huge").mkdir()
+    with open(folder / "huge" / f"{ONE}.ipynb", "wb") as handle:
+        handle.truncate((grader.NOTEBOOK_MB + 1) * 2**20)  # sparse: no disk used
+    (folder / "dir" / f"{ONE}.ipynb").mkdir(parents=True)
+    (folder / "pipe").mkdir()
+    os.mkfifo(folder / "pipe" / f"{ONE}.ipynb")  # reading it would wait for ever
+    (folder / "link").mkdir()
+    (folder / "link" / f"{ONE}.ipynb").symlink_to("/etc/hostname")
+    (folder / "ints").mkdir()
+    ints = shipped(ONE)
+    for cell in ints.cells:
+        if "nbgrader" in cell.metadata:
+            cell.metadata["nbgrader"]["grade_id"] = 1
+    nbformat.write(ints, folder / "ints" / f"{ONE}.ipynb")
+    (folder / os.fsdecode(b"n\xffme")).mkdir()
+    (folder / os.fsdecode(b"n\xffme") / os.fsdecode(b"\xff.ipynb")).write_text("[")
+    (folder / "stray.ipynb").write_text("{}")
+    assert grader.main([str(folder)]) == 0
+    failures = {r["student"]: r["failure"] for r in read_rows(folder / "grades.csv")}
+    assert failures == {
+        "binary": "not a notebook, not graded: UnicodeDecodeError: 'utf-8' codec can't decode "
+                  "byte 0x80 in position 128: invalid start byte",
+        "deep": "not a notebook, not graded: RecursionError: maximum recursion depth exceeded "
+                "while decoding a JSON array from a unicode string",
+        "dir": "no notebook submitted",
+        "huge": f"not graded: {grader.NOTEBOOK_MB + 1} MB, larger than a notebook of the "
+                f"book may be ({grader.NOTEBOOK_MB} MB)",
+        "ints": "not a student notebook of this book (no exercise cells of a chapter), "
+                "not graded",
+        "link": "no notebook submitted",
+        "n\\xffme": "not a notebook, not graded: NotJSONError: Notebook does not appear to be "
+                    "JSON: '['",
+        "pipe": "no notebook submitted",
+        "stray.ipynb": "not graded: a file, not a student's folder (one sub-folder per student)",
+        "types": failures["types"]}
+    assert failures["types"].startswith("not a notebook, not graded: "), failures["types"]
+    rows = read_rows(folder / "grades.csv")
+    assert {(r["student"], r["notebook"], r["failure"]) for r in rows} >= {
+        ("dir", f"{ONE}.ipynb", "a folder, not a notebook, not graded"),
+        ("pipe", f"{ONE}.ipynb", "not a file (a pipe, a socket or a device), not graded"),
+        ("link", f"{ONE}.ipynb", "a symbolic link, not graded (hand in the file itself)"),
+        ("n\\xffme", "\\xff.ipynb", failures["n\\xffme"])}
+    # one nbgrader id of the wrong type does not hide the chapter of the others
+    one_bad = shipped(ONE)
+    one_bad.cells[index_of(one_bad, "ch01-exercise-2-check")].metadata["nbgrader"]["grade_id"] = 2
+    assert grader.chapter_of(one_bad) == 1
+
+
+def test_a_sandbox_that_does_not_hold_stops_the_grading_with_bwraps_words(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    said = "bwrap: No permissions to create a new namespace"
+    (bin_dir / "bwrap").write_text(f"#!/bin/sh\necho '{said}' >&2\nexit 1\n")
+    (bin_dir / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "class" / "ana").mkdir(parents=True)
+    nbformat.write(shipped(ONE), tmp_path / "class" / "ana" / f"{ONE}.ipynb")
+    with pytest.raises(SystemExit) as stopped:
+        grader.grade(tmp_path / "class")
+    assert str(stopped.value) == ("the grading sandbox (bubblewrap) does not hold, so nothing "
+                                  f"was graded; bwrap and the Python in it said:\n{said}")
+    assert sorted(p.name for p in (tmp_path / "class").iterdir()) == ["ana"]
+
+
+def test_the_sandbox_shows_the_system_and_its_own_folders_and_nothing_beside(tmp_path):
+    """No other section's files, no grades.csv beside the class folder: each
+    folder leading to one the sandbox needs holds only the way to it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ipc = Path(tempfile.mkdtemp(dir=grader.socket_folder()))
+    (tmp_path / "grades.csv").write_text("beside")
+    bound = [Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)] + [work, ipc]
+    bound = [p for p in bound if not any(p.is_relative_to(s) for s in grader.SYSTEM)]
+    expected = {}
+    for path in bound:
+        for child in [path, *path.parents][:-1]:
+            expected.setdefault(str(child.parent), set()).add(child.name)
+    expected["/"] |= {"dev", "proc", "tmp"} | {
+        name.strip("/") for name in grader.SYSTEM if os.path.lexists(name)}
+    code = ("import json, os\n"
+            f"print(json.dumps({{p: sorted(os.listdir(p)) for p in {sorted(expected)!r}}}))")
+    try:
+        done = subprocess.run(grader.sandbox_argv(work, ipc, "x", code=code),
+                              capture_output=True, text=True, check=True, timeout=600)
+    finally:
+        shutil.rmtree(ipc)
+    assert json.loads(done.stdout) == {k: sorted(v) for k, v in expected.items()}

@@ -546,14 +546,18 @@ def test_chapter_is_read_from_the_exercise_cells():
     assert grader.chapter_of(notebook) is None
 
 
-def test_every_bad_file_is_a_row_and_the_run_ends_well(tmp_path):
-    """Whatever a file holds, it gets its row and the others are graded."""
-    folder = tmp_path / "class"
-    bad = {"deep": ('{"cells": ' + "[" * 200_000).encode(), "binary": bytes(range(256)) * 64,
-           "types": json.dumps(dict(cells=5, metadata={}, nbformat=4, nbformat_minor=5)).encode()}
-    for name, content in bad.items():
-        (folder / name).mkdir(parents=True)
-        (folder / name / f"{ONE}.ipynb").write_bytes(content)
+def test_every_bad_file_is_a_row_and_the_others_are_graded(tmp_path):
+    folder, name = tmp_path / "class", os.fsdecode(b"n\xffme")
+    ints = shipped(ONE)
+    for cell in ints.cells:
+        if "nbgrader" in cell.metadata:
+            cell.metadata["nbgrader"]["grade_id"] = 1
+    files = {"deep": ('{"cells": ' + "[" * 200_000).encode(), "binary": bytes(range(256)) * 64,
+             "types": b'{"cells": 5, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}',
+             "ints": nbformat.writes(ints).encode(), name: b"["}
+    for student, content in files.items():
+        (folder / student).mkdir(parents=True)
+        (folder / student / f"{ONE}.ipynb").write_bytes(content)
     (folder / "huge").mkdir()
     with open(folder / "huge" / f"{ONE}.ipynb", "wb") as handle:
         handle.truncate((grader.NOTEBOOK_MB + 1) * 2**20)  # sparse: no disk used
@@ -562,44 +566,40 @@ def test_every_bad_file_is_a_row_and_the_run_ends_well(tmp_path):
     os.mkfifo(folder / "pipe" / f"{ONE}.ipynb")  # reading it would wait for ever
     (folder / "link").mkdir()
     (folder / "link" / f"{ONE}.ipynb").symlink_to("/etc/hostname")
-    (folder / "ints").mkdir()
-    ints = shipped(ONE)
-    for cell in ints.cells:
-        if "nbgrader" in cell.metadata:
-            cell.metadata["nbgrader"]["grade_id"] = 1
-    nbformat.write(ints, folder / "ints" / f"{ONE}.ipynb")
-    (folder / os.fsdecode(b"n\xffme")).mkdir()
-    (folder / os.fsdecode(b"n\xffme") / os.fsdecode(b"\xff.ipynb")).write_text("[")
     (folder / "stray.ipynb").write_text("{}")
+    (folder / "ana").mkdir()
+    nbformat.write(answered(ONE), folder / "ana" / f"{ONE}.ipynb")
     assert grader.main([str(folder)]) == 0
-    failures = {r["student"]: r["failure"] for r in read_rows(folder / "grades.csv")}
-    assert failures == {
-        "binary": "not a notebook, not graded: UnicodeDecodeError: 'utf-8' codec can't decode "
-                  "byte 0x80 in position 128: invalid start byte",
-        "deep": "not a notebook, not graded: RecursionError: maximum recursion depth exceeded "
-                "while decoding a JSON array from a unicode string",
-        "dir": "no notebook submitted",
-        "huge": f"not graded: {grader.NOTEBOOK_MB + 1} MB, larger than a notebook of the "
-                f"book may be ({grader.NOTEBOOK_MB} MB)",
-        "ints": "not a student notebook of this book (no exercise cells of a chapter), "
-                "not graded",
-        "link": "no notebook submitted",
-        "n\\xffme": "not a notebook, not graded: NotJSONError: Notebook does not appear to be "
-                    "JSON: '['",
-        "pipe": "no notebook submitted",
-        "stray.ipynb": "not graded: a file, not a student's folder (one sub-folder per student)",
-        "types": failures["types"]}
-    assert failures["types"].startswith("not a notebook, not graded: "), failures["types"]
-    rows = read_rows(folder / "grades.csv")
-    assert {(r["student"], r["notebook"], r["failure"]) for r in rows} >= {
-        ("dir", f"{ONE}.ipynb", "a folder, not a notebook, not graded"),
-        ("pipe", f"{ONE}.ipynb", "not a file (a pipe, a socket or a device), not graded"),
-        ("link", f"{ONE}.ipynb", "a symbolic link, not graded (hand in the file itself)"),
-        ("n\\xffme", "\\xff.ipynb", failures["n\\xffme"])}
+    rows = [(r["student"], r["notebook"], r["points"], r["failure"])
+            for r in read_rows(folder / "grades.csv")]
+    unread = "not a notebook, not graded: "
+    nothing = ("no notebook submitted", "0")
+    assert rows == [
+        ("stray.ipynb", "", "0",
+         "not graded: a file, not a student's folder (one sub-folder per student)"),
+        *[("ana", f"{ONE}.ipynb", "1", "")] * 3,
+        ("binary", f"{ONE}.ipynb", "0", unread + "UnicodeDecodeError: 'utf-8' codec can't "
+         "decode byte 0x80 in position 128: invalid start byte"),
+        ("deep", f"{ONE}.ipynb", "0", unread + "RecursionError: maximum recursion depth "
+         "exceeded while decoding a JSON array from a unicode string"),
+        ("dir", f"{ONE}.ipynb", "0", "a folder, not a notebook, not graded"),
+        ("dir", "", *reversed(nothing)),
+        ("huge", f"{ONE}.ipynb", "0", f"not graded: {grader.NOTEBOOK_MB + 1} MB, larger than "
+         f"a notebook of the book may be ({grader.NOTEBOOK_MB} MB)"),
+        ("ints", f"{ONE}.ipynb", "0", "not a student notebook of this book (no exercise "
+         "cells of a chapter), not graded"),
+        ("link", f"{ONE}.ipynb", "0", "a symbolic link, not graded (hand in the file itself)"),
+        ("link", "", *reversed(nothing)),
+        ("n\\xffme", f"{ONE}.ipynb", "0",
+         unread + "NotJSONError: Notebook does not appear to be JSON: '['"),
+        ("pipe", f"{ONE}.ipynb", "0", "not a file (a pipe, a socket or a device), not graded"),
+        ("pipe", "", *reversed(nothing)),
+        ("types", f"{ONE}.ipynb", "0", rows[-1][3])], rows
+    assert rows[-1][3].startswith(unread), rows[-1]
     # one nbgrader id of the wrong type does not hide the chapter of the others
-    one_bad = shipped(ONE)
-    one_bad.cells[index_of(one_bad, "ch01-exercise-2-check")].metadata["nbgrader"]["grade_id"] = 2
-    assert grader.chapter_of(one_bad) == 1
+    ints.cells[index_of(shipped(ONE), "ch01-exercise-2-check")].metadata["nbgrader"][
+        "grade_id"] = "ch01-exercise-2-check"
+    assert grader.chapter_of(ints) == 1
 
 
 def test_a_sandbox_that_does_not_hold_stops_the_grading_with_bwraps_words(tmp_path, monkeypatch):

@@ -113,6 +113,7 @@ for notebook in $(NOTEBOOKS); do \
   cp $$notebook $(ALONE)/$$name/; done
 $(CPU_KERNELS) OMP_NUM_THREADS=1 $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder \
   --durations=12 --nbval --nbval-current-env --nbval-cell-timeout=300 \
+  --nbval-kernel-startup-timeout=300 \
   --nbval-sanitize-with tests/sanitize.cfg \
   $(or $(TEST_PATHS_$(TESTS)),$(error TESTS=$(TESTS): give all, site or python))
 endef

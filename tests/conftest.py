@@ -83,6 +83,9 @@ def pytest_collection_modifyitems(config, items):
         return LONGEST.index(group) if group in LONGEST else len(LONGEST)
 
     items.sort(key=rank)    # stable: each file's tests keep their order
+    for item in items:      # nbval's 5 s for a cell's outputs after its reply
+        if hasattr(item, "output_timeout"):     # is short on a busy machine
+            item.output_timeout = config.getoption("nbval_cell_timeout")
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -475,14 +475,15 @@ def open_page(browser, site, view, page_path, problems, loaded=None):
     return context, page
 
 
-def settles(page, condition, arg=None, timeout=3000):
+def settles(page, condition, arg=None):
     """Whether the JavaScript `condition` (a function of `arg`) becomes true
-    within `timeout` ms: waiting for what a tap or a click should bring,
-    instead of sleeping for a fixed time."""
+    within Playwright's 30 s: waiting for what a tap or a click should
+    bring, instead of sleeping for a fixed time (or for 3 s, which a busy
+    machine can take)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function(condition, arg=arg, timeout=timeout)
+        page.wait_for_function(condition, arg=arg)
     except PlaywrightTimeout:
         return False
     return True
@@ -767,20 +768,22 @@ def test_page(browser, site, page_path, view):
     assert problems == []
 
 
+# The search finished (Sphinx writes its status after the last result), and
+# every result has its summary (each fetched from its page) or its description.
+SEARCH_DONE = """() => {
+  const status = document.querySelector('#search-results .search-summary');
+  if (!status || !/^(Search finished|Your search did not)/.test(status.textContent))
+    return false;
+  return Array.from(document.querySelectorAll('#search-results ul.search > li'))
+    .every(li => li.querySelector(':scope > p.context, :scope > span'));
+}"""
+
+
 def search_results(browser, site, query):
     """[(href, summary)] of the site search's results for `query`."""
     page = browser.new_page(viewport=DESKTOP)
     page.goto(site + "search.html?q=" + urllib.parse.quote(query), wait_until="load")
-    # the search finished (Sphinx writes its status after the last result),
-    # and every result has its summary (each fetched from its page) or its
-    # description
-    page.wait_for_function("""() => {
-      const status = document.querySelector('#search-results .search-summary');
-      if (!status || !/^(Search finished|Your search did not)/.test(status.textContent))
-        return false;
-      return Array.from(document.querySelectorAll('#search-results ul.search > li'))
-        .every(li => li.querySelector(':scope > p.context, :scope > span'));
-    }""", timeout=20000)
+    page.wait_for_function(SEARCH_DONE)
     found = page.evaluate("""() => Array.from(
       document.querySelectorAll('#search-results ul.search > li')).map(li => [
         li.querySelector('a').getAttribute('href'),
@@ -861,15 +864,13 @@ def test_a_search_does_not_highlight_the_pages_read_after_it(browser, site):
     context = browser.new_context(viewport=DESKTOP)
     page = context.new_page()
     page.goto(site + "search.html?q=an+error", wait_until="load")
-    page.wait_for_function("""() => {
-      const status = document.querySelector('#search-results .search-summary');
-      return !!status && /^(Search finished|Your search did not)/.test(status.textContent);
-    }""", timeout=20000)
-    page.wait_for_timeout(300)  # the summaries, fetched page by page
+    page.wait_for_function(SEARCH_DONE)
     marked = {"search.html": page.locator(".highlighted").count()}
     for address in (f"{INTRO}", f"{INTRO}?highlight=an"):
         page.goto(site + address, wait_until="load")
-        page.wait_for_timeout(100)  # Sphinx highlighted 10 ms after the page was ready
+        # Sphinx highlights on a 10-ms timer set when the page is ready: a
+        # timer set now is due after it, however slow the machine
+        page.evaluate("() => new Promise(done => setTimeout(done, 10))")
         marked[address] = page.locator(".highlighted").count()
     context.close()
     assert marked == dict.fromkeys(marked, 0), f"search words highlighted: {marked}"

@@ -41,7 +41,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -58,9 +61,10 @@ from tools.student import STUDENT
 
 ONE = "01_reproduce_the_error"
 TWO = "02_where_the_error_is_raised"
-# (timeout, cell timeout) of each class: the class's are never reached; fay's
-# cell is interrupted after 4 s; gil's notebook is stopped at 20 s
-LIMITS = {"submissions": (300, 120), "fay": (300, 4), "gil": (20, 120)}
+# (timeout, cell timeout) of each class: the grader's own, never reached;
+# fay's cell never ends and is interrupted after 4 s; gil's notebook never
+# ends and is stopped at 20 s: only a limit ends them, however busy the machine
+LIMITS = {"submissions": (600, 120), "fay": (600, 4), "gil": (20, 120)}
 MARK = f"vandal-{uuid.uuid4().hex[:12]}"
 SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
 MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *SPREADSHEET]
@@ -264,10 +268,11 @@ def graded(tmp_path_factory):
     scratches = {name: root / f"scratch-{name}" for name in LIMITS}
     for path in scratches.values():
         path.mkdir()
-    seconds, run = {}, grader.run
+    seconds, commands, run = {}, [], grader.run
 
     def timed_run(command, *args, **kwargs):
         """grader.run, timing each autograde by its student"""
+        commands.append(command)
         start = time.monotonic()
         try:
             return run(command, *args, **kwargs)
@@ -298,7 +303,7 @@ def graded(tmp_path_factory):
     rows = read_rows(folder / "grades.csv") + read_rows(root / "gil" / "grades.csv")
     rows += read_rows(root / "fay" / "grades-1.csv")
     return dict(root=root, folder=folder, rows=rows, before=before, outside=outside,
-                seconds=seconds, left=left)
+                seconds=seconds, commands=commands, left=left)
 
 
 def rows_of(graded, student):
@@ -440,8 +445,18 @@ def test_a_notebook_stuck_in_c_is_stopped_at_its_time_out(graded):
     assert all(r["failure"] == f"timed out: the notebook ran longer than {timeout} s "
                "and was stopped" for r in rows), rows
     # nbgrader, the sandbox and the kernel are stopped, and the grader goes
-    # on, right at the time-out, though the C call sleeps 1000 s
-    assert timeout <= graded["seconds"]["gil"] < timeout + 5, graded["seconds"]
+    # on, at the time-out, long before the cell's time-out or the C call's end
+    assert timeout <= graded["seconds"]["gil"] < LIMITS["gil"][1], graded["seconds"]
+
+
+def test_a_kernel_start_has_the_notebooks_time_and_outputs_the_cells(graded):
+    """nbclient's own limits (60 s for the kernel's start, 4 s for a cell's
+    outputs after its reply) would fail a notebook on a busy machine."""
+    for command in [c for c in graded["commands"] if "autograde" in c]:
+        student = next(p for p in command if p.startswith("--student=")).split("=", 1)[1]
+        timeout, cell = LIMITS.get(student, LIMITS["submissions"])
+        assert {f"--Execute.timeout={cell}", f"--Execute.iopub_timeout={cell}",
+                f"--Execute.startup_timeout={timeout}"} <= set(command), command
 
 
 def test_reserved_hidden_and_linked_folders_get_a_row_and_move_the_outputs(graded):
@@ -514,7 +529,7 @@ def test_the_grading_notebook_of_the_student_edition_is_the_source(monkeypatch, 
 
 
 def test_the_kernel_gets_the_student_and_nothing_writable_but_its_folder(tmp_path):
-    argv = grader.sandbox_argv(tmp_path / "work", tmp_path / "ipc", "=ana", [tmp_path])
+    argv = grader.sandbox_argv(tmp_path / "work", tmp_path / "ipc", "=ana")
     pairs = list(zip(argv, argv[1:]))
     assert ("--setenv", "BOOK_STUDENT") in pairs and argv[argv.index("BOOK_STUDENT") + 1] == "=ana"
     writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
@@ -529,3 +544,100 @@ def test_chapter_is_read_from_the_exercise_cells():
     for cell in notebook.cells:
         cell.metadata.pop("nbgrader", None)
     assert grader.chapter_of(notebook) is None
+
+
+def test_every_bad_file_is_a_row_and_the_others_are_graded(tmp_path):
+    folder, name = tmp_path / "class", os.fsdecode(b"n\xffme")
+    ints = shipped(ONE)
+    for cell in ints.cells:
+        if "nbgrader" in cell.metadata:
+            cell.metadata["nbgrader"]["grade_id"] = 1
+    files = {"deep": ('{"cells": ' + "[" * 200_000).encode(), "binary": bytes(range(256)) * 64,
+             "types": b'{"cells": 5, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}',
+             "ints": nbformat.writes(ints).encode(), name: b"["}
+    for student, content in files.items():
+        (folder / student).mkdir(parents=True)
+        (folder / student / f"{ONE}.ipynb").write_bytes(content)
+    (folder / "huge").mkdir()
+    with open(folder / "huge" / f"{ONE}.ipynb", "wb") as handle:
+        handle.truncate((grader.NOTEBOOK_MB + 1) * 2**20)  # sparse: no disk used
+    (folder / "dir" / f"{ONE}.ipynb").mkdir(parents=True)
+    (folder / "pipe").mkdir()
+    os.mkfifo(folder / "pipe" / f"{ONE}.ipynb")  # reading it would wait for ever
+    (folder / "link").mkdir()
+    (folder / "link" / f"{ONE}.ipynb").symlink_to("/etc/hostname")
+    (folder / "stray.ipynb").write_text("{}")
+    (folder / "ana").mkdir()
+    nbformat.write(answered(ONE), folder / "ana" / f"{ONE}.ipynb")
+    assert grader.main([str(folder)]) == 0
+    rows = [(r["student"], r["notebook"], r["points"], r["failure"])
+            for r in read_rows(folder / "grades.csv")]
+    unread = "not a notebook, not graded: "
+    nothing = ("no notebook submitted", "0")
+    assert rows == [
+        ("stray.ipynb", "", "0",
+         "not graded: a file, not a student's folder (one sub-folder per student)"),
+        *[("ana", f"{ONE}.ipynb", "1", "")] * 3,
+        ("binary", f"{ONE}.ipynb", "0", unread + "UnicodeDecodeError: 'utf-8' codec can't "
+         "decode byte 0x80 in position 128: invalid start byte"),
+        ("deep", f"{ONE}.ipynb", "0", unread + "RecursionError: maximum recursion depth "
+         "exceeded while decoding a JSON array from a unicode string"),
+        ("dir", f"{ONE}.ipynb", "0", "a folder, not a notebook, not graded"),
+        ("dir", "", *reversed(nothing)),
+        ("huge", f"{ONE}.ipynb", "0", f"not graded: {grader.NOTEBOOK_MB + 1} MB, larger than "
+         f"a notebook of the book may be ({grader.NOTEBOOK_MB} MB)"),
+        ("ints", f"{ONE}.ipynb", "0", "not a student notebook of this book (no exercise "
+         "cells of a chapter), not graded"),
+        ("link", f"{ONE}.ipynb", "0", "a symbolic link, not graded (hand in the file itself)"),
+        ("link", "", *reversed(nothing)),
+        ("n\\xffme", f"{ONE}.ipynb", "0",
+         unread + "NotJSONError: Notebook does not appear to be JSON: '['"),
+        ("pipe", f"{ONE}.ipynb", "0", "not a file (a pipe, a socket or a device), not graded"),
+        ("pipe", "", *reversed(nothing)),
+        ("types", f"{ONE}.ipynb", "0", rows[-1][3])], rows
+    assert rows[-1][3].startswith(unread), rows[-1]
+    # one nbgrader id of the wrong type does not hide the chapter of the others
+    ints.cells[index_of(shipped(ONE), "ch01-exercise-2-check")].metadata["nbgrader"][
+        "grade_id"] = "ch01-exercise-2-check"
+    assert grader.chapter_of(ints) == 1
+
+
+def test_a_sandbox_that_does_not_hold_stops_the_grading_with_bwraps_words(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    said = "bwrap: No permissions to create a new namespace"
+    (bin_dir / "bwrap").write_text(f"#!/bin/sh\necho '{said}' >&2\nexit 1\n")
+    (bin_dir / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "class" / "ana").mkdir(parents=True)
+    nbformat.write(shipped(ONE), tmp_path / "class" / "ana" / f"{ONE}.ipynb")
+    with pytest.raises(SystemExit) as stopped:
+        grader.grade(tmp_path / "class")
+    assert str(stopped.value) == ("the grading sandbox (bubblewrap) does not hold, so nothing "
+                                  f"was graded; bwrap and the Python in it said:\n{said}")
+    assert sorted(p.name for p in (tmp_path / "class").iterdir()) == ["ana"]
+
+
+def test_the_sandbox_shows_the_system_and_its_own_folders_and_nothing_beside(tmp_path):
+    """No other section's files, no grades.csv beside the class folder: each
+    folder leading to one the sandbox needs holds only the way to it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ipc = Path(tempfile.mkdtemp(dir=grader.socket_folder()))
+    (tmp_path / "grades.csv").write_text("beside")
+    bound = [Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)] + [work, ipc]
+    bound = [p for p in bound if not any(p.is_relative_to(s) for s in grader.SYSTEM)]
+    expected = {}
+    for path in bound:
+        for child in [path, *path.parents][:-1]:
+            expected.setdefault(str(child.parent), set()).add(child.name)
+    expected["/"] |= {"dev", "proc", "tmp"} | {
+        name.strip("/") for name in grader.SYSTEM if os.path.lexists(name)}
+    code = ("import json, os\n"
+            f"print(json.dumps({{p: sorted(os.listdir(p)) for p in {sorted(expected)!r}}}))")
+    try:
+        done = subprocess.run(grader.sandbox_argv(work, ipc, "x", code=code),
+                              capture_output=True, text=True, check=True, timeout=600)
+    finally:
+        shutil.rmtree(ipc)
+    assert json.loads(done.stdout) == {k: sorted(v) for k, v in expected.items()}

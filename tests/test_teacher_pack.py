@@ -303,7 +303,7 @@ def test_slides_run_offline(pack, browser):
                                       route.abort() if not route.request.url.startswith(
                                           "file:") else route.continue_()))
     page.goto((folder / "05_variance_pruning.slides.html").as_uri())
-    page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=20000)
+    page.wait_for_function("() => window.Reveal && Reveal.isReady()")
     slides = page.evaluate("() => Reveal.getTotalSlides()")
     maths = page.evaluate("() => document.querySelectorAll('math').length")
     page.close()

@@ -12,14 +12,15 @@ not tagged `raises-exception` for, and names that cell, its error and the
 line that raised. With --keep-going it runs every cell and lists the cells
 that raised. Its last line is `RESULT {json}`.
 
-Every wait has the one limit --timeout (seconds): a cell's run, the
-kernel's start and the outputs that follow a cell's reply. On a busy
-machine, and more so under `nice`, a kernel can take half a minute to
-start and a cell's outputs can come seconds after its reply; nbclient's
-own defaults for these two waits (60 s to start; 4 s for the outputs,
-after which it drops the rest without a word) are not used. A kernel that
-does not start is reported as such, not as a failure of a cell, and
-outputs that do not come in time fail the run instead of going missing.
+A cell's run and the outputs that follow its reply each wait at most
+--timeout seconds; the kernel's start, --startup-timeout seconds (by
+default as long). On a busy machine, and more so under `nice`, a kernel
+can take minutes to start and a cell's outputs can come seconds after its
+reply; nbclient's own defaults for these two waits (60 s to start; 4 s for
+the outputs, after which it drops the rest without a word) are not used. A
+kernel that does not start is reported as such, not as a failure of a
+cell, and outputs that do not come in time fail the run instead of going
+missing.
 A cell's printed text is stored as one output per stream however many
 pieces the kernel sent it in (more pieces on a busier machine).
 """
@@ -84,23 +85,26 @@ def join_streams(cell):
     cell.outputs = joined
 
 
-def client_for(notebook, keep_going=False, timeout=900):
-    """The NotebookClient that runs `notebook`: `timeout` seconds for each
-    wait (a cell, the kernel's start, a cell's outputs after its reply)."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-        raise ValueError(f"timeout must be a whole number of seconds above 0, "
-                         f"got {timeout!r}")
-    return NotebookClient(notebook, timeout=timeout, startup_timeout=timeout,
+def client_for(notebook, keep_going=False, timeout=900, startup_timeout=None):
+    """The NotebookClient that runs `notebook`: `timeout` seconds for a
+    cell, and for its outputs after its reply; `startup_timeout` (default
+    `timeout`) for the kernel's start."""
+    startup_timeout = timeout if startup_timeout is None else startup_timeout
+    for value in (timeout, startup_timeout):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"timeout must be a whole number of seconds above 0, "
+                             f"got {value!r}")
+    return NotebookClient(notebook, timeout=timeout, startup_timeout=startup_timeout,
                           iopub_timeout=timeout, raise_on_iopub_timeout=True,
                           kernel_name="python3", record_timing=False,
                           allow_errors=keep_going, resources={"metadata": {"path": "."}})
 
 
-def execute(path, keep_going=False, timeout=900):
+def execute(path, keep_going=False, timeout=900, startup_timeout=None):
     """(executed notebook, result dict) for the notebook file `path`."""
     notebook = nbformat.read(path, as_version=4)
     stored = nbformat.read(path, as_version=4)
-    client = client_for(notebook, keep_going, timeout)
+    client = client_for(notebook, keep_going, timeout, startup_timeout)
     result = {"status": "pass"}
     start = time.monotonic()
     started, index = False, None
@@ -144,10 +148,12 @@ def main():
     parser.add_argument("--keep-going", action="store_true",
                         help="run every cell, even after one raised")
     parser.add_argument("--timeout", type=int, default=900,
-                        help="seconds for each wait: a cell, the kernel's start, "
-                             "a cell's outputs")
+                        help="seconds a cell may run, and its outputs take")
+    parser.add_argument("--startup-timeout", type=int,
+                        help="seconds the kernel may take to start (default: --timeout)")
     args = parser.parse_args()
-    notebook, result = execute(args.notebook, args.keep_going, args.timeout)
+    notebook, result = execute(args.notebook, args.keep_going, args.timeout,
+                               args.startup_timeout)
     if args.output:
         nbformat.write(notebook, args.output)
     print("RESULT " + json.dumps(result), flush=True)

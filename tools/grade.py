@@ -13,6 +13,10 @@ notebooks (book/student/), under any file name (Colab saves "Copy of
   per student with no notebook, saying why;
 - FOLDER/feedback/STUDENT.md: the same, for the student, with each failed
   check's message ("not yet: ...").
+Whatever a file holds (nesting too deep for Python, values of the wrong
+type, not JSON, more than NOTEBOOK_MB, binary), or whatever it is (a link,
+a folder or a pipe named like a notebook, a file beside the student
+folders), it is a row, and the others are graded.
 A student folder that holds notebooks under a name the grader needs
 (`feedback`, `grades.csv`) or a hidden one (`.name`) is not graded, and a
 row says so; grades.csv and feedback/ then go to `grades-1.csv` and
@@ -49,12 +53,13 @@ through a kernel spec of its own whose command is bubblewrap (`bwrap`):
   and --die-with-parent: when the kernel exits or nbgrader is killed, every
   process the notebook started dies with the namespace (a
   `Popen(..., start_new_session=True)` included);
-- the whole file system read-only, with the class folder, the repository,
-  the home folder and the grader's scratch folders (gradebooks, templates,
-  other notebooks) hidden under empty tmpfs, the virtualenv and the Python
-  it is made from bound back read-only, a tmpfs /tmp, and two folders
-  writable: the notebook's own empty working folder and the folder of its
-  kernel's sockets;
+- of the file system, only the system's folders (/usr, /etc, /sys and the
+  links to /usr) and the virtualenv and the Python it is made from,
+  read-only, a tmpfs /tmp, and two folders writable: the notebook's own
+  empty working folder and the folder of its kernel's sockets; the folders
+  leading to these are empty, so nothing beside them (the class folder,
+  another section's, a grades.csv, the repository, the home folder, the
+  grader's scratch folders) exists in the sandbox;
 - run as the user `nobody` (uid 65534, by `setpriv` inside the sandbox,
   every capability dropped, no new privileges), so that even a mistake in
   the binds leaves it no root's rights, and under `prlimit` limits:
@@ -66,11 +71,18 @@ through a kernel spec of its own whose command is bubblewrap (`bwrap`):
 - the environment cleared, then HOME, TMPDIR, the CPU-kernel variables of
   the book and BOOK_STUDENT=<the student's folder name> (the student
   edition picks the student's variant of an exercise from it) set.
+Before the first student, a canary (a few lines of Python in the sandbox)
+must run as the sandbox's user, with no network and no sight of the class
+folder; if it does not (bwrap present but unable to make namespaces, for
+one), the grader stops with what bwrap said and grades no one.
 nbgrader itself runs under an address-space limit too: nbclient keeps all
 a notebook prints, and a notebook printing without end must fail its own
 grading, not exhaust the grader's machine.
 A cell's time-out interrupts the kernel by a message (the kernel spec's
-`interrupt_mode`: a signal to bwrap would not reach the kernel). Every
+`interrupt_mode`: a signal to bwrap would not reach the kernel); it bounds
+the outputs that follow a cell's reply too, and the kernel's start has the
+notebook's time-out (nbclient's own 4 s and 60 s fail a notebook on a busy
+machine for no fault of the student's). Every
 notebook's time-out kills nbgrader's process group; bwrap dies with it and the
 kernel's PID namespace with bwrap, whatever the kernel is doing (a C call
 that ignores signals included), and the grader returns at once: its output
@@ -125,7 +137,6 @@ from pathlib import Path
 import nbformat
 
 import tools.student
-from tools.book import ROOT
 from tools.student import STUDENT
 
 COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "failure"]
@@ -138,6 +149,9 @@ GRADER_MEMORY_MB = 4000
 PROCESSES = 512
 FILE_MB = 1000
 TMP_MB = 1000
+NOTEBOOK_MB = 50
+# the folders the sandbox shows, read-only: nothing else of the machine's
+SYSTEM = ("/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PASSED = "Exercise {}: passed"
 UNSAFE_START = ("=", "+", "-", "@", "\t", "\r")
 HOOKS = re.compile(r"\b(input_transformers\w*|ast_transformers|events\.register|"
@@ -171,8 +185,10 @@ def first_line(text):
 
 
 def grade_id_of(cell):
+    """The cell's nbgrader id, '' if it has none or one that is not a string."""
     data = cell.get("metadata", {}).get("nbgrader", {})
-    return data.get("grade_id", "") if isinstance(data, dict) else ""
+    grade_id = data.get("grade_id", "") if isinstance(data, dict) else ""
+    return grade_id if isinstance(grade_id, str) else ""
 
 
 def grade_ids(notebook):
@@ -269,41 +285,40 @@ def spreadsheet_safe(value):
 
 # -- the sandbox ----------------------------------------------------------
 
-def _hidden_paths(extra):
-    """The folders the sandbox sees as empty: the temporary folders, the home
-    folders, the repository and `extra`, those inside another left out."""
-    paths = {Path("/tmp"), Path("/var/tmp"), Path("/root"), Path("/home"), Path("/run"),
-             Path.home(), ROOT, *extra}
-    paths = {Path(os.path.realpath(p)) for p in paths}
-    paths = {p for p in paths if p.is_dir() and p != Path("/")}
-    return sorted(p for p in paths if not any(q in p.parents for q in paths))
+def _binds(paths):
+    """bwrap's arguments showing the system's folders read-only, a tmpfs /tmp,
+    and each of `paths` ([(path, --bind or --ro-bind)]) after the folders
+    leading to it, made empty (0755) in the sandbox: nothing beside them."""
+    argv = ["--dev", "/dev", "--proc", "/proc"]
+    for name in SYSTEM:
+        path = Path(name)
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            argv += ["--ro-bind", name, name]
+    argv += ["--perms", "1777", "--size", str(TMP_MB * 2**20), "--tmpfs", "/tmp"]
+    made = {Path("/"), Path("/tmp")}
+    for path, mode in paths:
+        if any(path.is_relative_to(name) for name in SYSTEM):
+            continue  # the system's, already shown read-only
+        for parent in reversed(path.parents):
+            if parent not in made:
+                argv += ["--dir", str(parent)]
+                made.add(parent)
+        argv += [mode, str(path), str(path)]
+    return argv
 
 
-def _dirs_to(path, hidden):
-    """`--dir` arguments for the folders between the hidden folder that holds
-    `path` and `path` (bwrap would make them readable by root alone)."""
-    holder = next((h for h in hidden if h in path.parents), None)
-    if holder is None:
-        return []
-    between = [p for p in reversed(path.parents) if holder in p.parents]
-    return [arg for p in between for arg in ("--dir", str(p))]
-
-
-def sandbox_argv(work, ipc, student, hide, memory_mb=MEMORY_MB):
+def sandbox_argv(work, ipc, student, memory_mb=MEMORY_MB, code=None):
     """The kernel spec's command: ipykernel in bubblewrap (the module's
     docstring), `work` its one writable folder, `ipc` the folder of its
-    sockets and connection file, `hide` more folders to hide."""
+    sockets and connection file; with `code`, that Python code instead of
+    the kernel (the canary)."""
     venv = Path(os.path.realpath(sys.prefix))
     base = Path(os.path.realpath(sys.base_prefix))
     python = venv / "bin" / "python"
-    hidden = _hidden_paths(hide)
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for path in hidden:
-        argv += ["--perms", "1777" if path == Path("/tmp") else "0755",
-                 "--size", str(TMP_MB * 2**20), "--tmpfs", str(path)]
-    for path, mode in [(venv, "--ro-bind"), (base, "--ro-bind"), (work, "--bind"),
-                       (ipc, "--bind")]:
-        argv += _dirs_to(path, hidden) + [mode, str(path), str(path)]
+    argv = ["bwrap", *_binds([(venv, "--ro-bind"), (base, "--ro-bind"), (work, "--bind"),
+                              (ipc, "--bind")])]
     argv += ["--chdir", str(work), "--unshare-ipc", "--unshare-pid", "--unshare-net",
              "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
              "--new-session", "--clearenv"]
@@ -325,12 +340,42 @@ def sandbox_argv(work, ipc, student, hide, memory_mb=MEMORY_MB):
                   "--inh-caps=-all --bounding-set=-all --no-new-privs ")
     else:
         argv += ["--unshare-user"]
-    script = (
-        'cat "$1" > /tmp/.connection.json && chmod 0444 /tmp/.connection.json && shift && '
-        f"exec prlimit {' '.join(limits)} -- {become}"
-        f"{shlex.quote(str(python))} -m ipykernel_launcher -f /tmp/.connection.json "
-        '"$@"')
+    start = f"exec prlimit {' '.join(limits)} -- {become}{shlex.quote(str(python))} "
+    script = ('cat "$1" > /tmp/.connection.json && chmod 0444 /tmp/.connection.json && '
+              f'shift && {start}-m ipykernel_launcher -f /tmp/.connection.json "$@"'
+              if code is None else f"{start}-c {shlex.quote(code)}")
     return argv + ["--", "/bin/sh", "-c", script, "sh", "{connection_file}"]
+
+
+def canary(folder, scratch_root, memory_mb, timeout):
+    """Run a few lines of Python in the sandbox before the first student, and
+    refuse to grade (SystemExit, with what bwrap and the Python said) unless
+    they run as the sandbox's user, with no network and no sight of the class
+    folder `folder`: a sandbox that does not hold would give every student 0."""
+    user = NOBODY if os.geteuid() == 0 else os.getuid()
+    code = ("import os, socket\n"
+            f"assert not os.path.exists({str(folder.resolve())!r}), 'the class folder is seen'\n"
+            "assert [n for _, n in socket.if_nameindex()] == ['lo'], 'the network is seen'\n"
+            "print('the sandbox holds', os.getuid())")
+    work = Path(tempfile.mkdtemp(prefix="canary-", dir=scratch_root))
+    ipc = Path(tempfile.mkdtemp(prefix="ipc-", dir=socket_folder()))
+    try:
+        if os.geteuid() == 0:
+            os.chown(work, NOBODY, NOBODY)
+        try:
+            done = subprocess.run(sandbox_argv(work, ipc, "canary", memory_mb, code),
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  errors="replace", timeout=timeout)
+            said = (done.stderr + done.stdout).strip() or f"nothing (exit code {done.returncode})"
+            held = done.returncode == 0 and done.stdout.strip() == f"the sandbox holds {user}"
+        except subprocess.TimeoutExpired:
+            said, held = f"nothing in {timeout} s", False
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(ipc, ignore_errors=True)
+    if not held:
+        raise SystemExit("the grading sandbox (bubblewrap) does not hold, so nothing was "
+                         f"graded; bwrap and the Python in it said:\n{said}")
 
 
 def nbgrader_env(scratch):
@@ -394,7 +439,7 @@ def assignment(stem, templates):
                            templates / stem / "env", 300, templates / stem / "log.txt")
         if code != 0:
             shutil.rmtree(templates / stem, ignore_errors=True)
-            raise RuntimeError(f"nbgrader generate_assignment {stem} failed:\n{output}")
+            raise SystemExit(f"nbgrader generate_assignment {stem} failed:\n{output}")
     return course, nbformat.read(source_path, as_version=4)
 
 
@@ -406,7 +451,7 @@ def kernel_spec(data, argv):
         interrupt_mode="message")))
 
 
-def autograde(notebook, stem, student, limits, templates, hide):
+def autograde(notebook, stem, student, limits, templates):
     """Autograde one submission (a notebook, cleaned) in a course of its own,
     its kernel in the sandbox. Returns ({grade id: max points}, output
     notebook or None, problem): `problem` says why nothing could be graded."""
@@ -425,10 +470,11 @@ def autograde(notebook, stem, student, limits, templates, hide):
             if os.geteuid() == 0:
                 os.chown(path, NOBODY, NOBODY)
         kernel_spec(scratch / "env" / "jupyter" / "data",
-                    sandbox_argv(work, ipc, student, [templates, *hide], memory_mb))
+                    sandbox_argv(work, ipc, student, memory_mb))
         code, output = run(nbgrader(
             "autograde", stem, f"--student={student_id(student)}", "--force",
-            f"--Execute.timeout={cell_timeout}", f"--Execute.kernel_name={KERNEL}",
+            f"--Execute.timeout={cell_timeout}", f"--Execute.iopub_timeout={cell_timeout}",
+            f"--Execute.startup_timeout={timeout}", f"--Execute.kernel_name={KERNEL}",
             "--KernelManager.transport=ipc", f"--KernelManager.ip={ipc}/kernel",
             f"--KernelManager.connection_file={ipc}/kernel.json",
             "--KernelSpecManager.ensure_native_kernel=False"),
@@ -534,69 +580,103 @@ def notebooks_in(folder):
 
 
 def row(student, notebook="", failure="", exercise="", points=0, most=0):
-    return dict(student=student, notebook=notebook, exercise=exercise,
-                points=_number(points), max_points=_number(most), failure=failure)
+    return {key: text(value) for key, value in dict(
+        student=student, notebook=notebook, exercise=exercise, points=_number(points),
+        max_points=_number(most), failure=failure).items()}
 
 
-def read_notebook(path):
+def text(value):
+    """`value`, what is not UTF-8 in it (a file name's bytes, a lone surrogate)
+    escaped: \\xff."""
+    if not isinstance(value, str):
+        return value
     try:
-        return nbformat.read(path, as_version=4), ""
-    except (json.JSONDecodeError, UnicodeDecodeError, nbformat.reader.NotJSONError,
-            nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError,
-            OSError) as error:
-        return None, first_line(f"not a notebook, not graded: {type(error).__name__}: {error}")
+        return value.encode(errors="surrogateescape").decode(errors="backslashreplace")
+    except UnicodeEncodeError:
+        return value.encode(errors="backslashreplace").decode()
 
 
-def grade_student(folder, limits, chapters, templates, hide):
-    """The rows of one student's folder."""
-    student = folder.name
-    rows = []
-    files = notebooks_in(folder)
-    links = sorted(p for p in folder.rglob("*") if p.is_symlink())
-    others = sorted(path for path in folder.rglob("*") if path.is_file()
-                    and path.suffix != ".ipynb" and ".ipynb_checkpoints" not in path.parts)
-    for link in links:
-        rows.append(row(student, str(link.relative_to(folder)),
-                        "a symbolic link, not graded (hand in the file itself)"))
-    if not files:
-        seen = f" (only {', '.join(p.name for p in others[:3])})" if others else ""
-        return rows + [row(student, failure=f"no notebook submitted{seen}")]
-    found = {}  # chapter: [(name, notebook)]
-    for path in files:
-        name = str(path.relative_to(folder))
-        notebook, problem = read_notebook(path)
-        if notebook is None:
-            rows.append(row(student, name, problem))
-            continue
+def read_notebook(path, chapters):
+    """(notebook, its chapter, '') or (None, None, why not graded), whatever the
+    file holds: deep nesting, wrong types, not JSON, too large, binary."""
+    try:
+        size = path.stat().st_size
+        if size > NOTEBOOK_MB * 2**20:
+            return None, None, (f"not graded: {size / 2**20:.0f} MB, larger than a notebook "
+                                f"of the book may be ({NOTEBOOK_MB} MB)")
+        notebook = nbformat.read(path, as_version=4)
         chapter = chapter_of(notebook)
-        if chapter not in chapters:
-            rows.append(row(student, name, "not a student notebook of this book "
-                            "(no exercise cells of a chapter), not graded"))
+    except Exception as error:  # a bad file is a row, never the end
+        return None, None, first_line(
+            f"not a notebook, not graded: {type(error).__name__}: {error}")
+    if chapter not in chapters:
+        return None, None, ("not a student notebook of this book (no exercise cells of a "
+                            "chapter), not graded")
+    return notebook, chapter, ""
+
+
+def grade_student(folder, limits, chapters, templates):
+    """The rows of one student's folder: one per file that is not a notebook
+    it grades (a link, a folder or a pipe named like one, a file no notebook
+    of the book), one per exercise of each chapter graded."""
+    student = folder.name
+    rows, found, others, handed = [], {}, [], False  # found: {chapter: [(name, notebook)]}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if ".ipynb_checkpoints" in path.parts:
             continue
-        found.setdefault(chapter, []).append((name, notebook))
+        if path.is_symlink():
+            rows.append(row(student, name, "a symbolic link, not graded (hand in the file itself)"))
+        elif path.is_dir():
+            if path.suffix == ".ipynb":
+                rows.append(row(student, name, "a folder, not a notebook, not graded"))
+        elif not path.is_file():
+            rows.append(row(student, name, "not a file (a pipe, a socket or a device), not graded"))
+        elif path.suffix != ".ipynb":
+            others.append(path.name)
+        else:
+            handed = True
+            notebook, chapter, problem = read_notebook(path, chapters)
+            if problem:
+                rows.append(row(student, name, problem))
+            else:
+                found.setdefault(chapter, []).append((name, notebook))
+    if not handed:
+        seen = f" (only {', '.join(others[:3])})" if others else ""
+        return rows + [row(student, failure=f"no notebook submitted{seen}")]
     for chapter, copies in sorted(found.items()):
         stem = chapters[chapter].stem
-        stubs = {grade_id_of(c): c.source for c in
-                 nbformat.read(chapters[chapter], as_version=4).cells
-                 if grade_id_of(c).endswith("-answer")}
-        counts = [answered_count(notebook, stubs) for _, notebook in copies]
-        best = max(range(len(copies)), key=lambda i: (counts[i], -i))
-        name, notebook = copies[best]
-        for index, (other, _) in enumerate(copies):
-            if index != best:
-                rows.append(row(student, other, (
-                    f"a second copy of {stem}.ipynb, not graded: {name} was graded "
-                    f"({counts[best]} answered cells against {counts[index]})")))
-        shown = f"{stem}.ipynb" if name == f"{stem}.ipynb" else f"{stem}.ipynb (file: {name})"
-        rows += grade_notebook(notebook, stem, student, shown, limits, templates, hide)
+        try:
+            rows += grade_chapter(copies, chapters[chapter], student, limits, templates)
+        except Exception as error:  # a bad notebook is a row, never the end
+            rows.append(row(student, copies[0][0], first_line(
+                f"not graded: the grader failed on this copy of {stem}.ipynb "
+                f"({type(error).__name__}: {error})")))
     return rows
 
 
-def grade_notebook(notebook, stem, student, shown, limits, templates, hide):
+def grade_chapter(copies, path, student, limits, templates):
+    """The rows of one chapter handed in as `copies` ([(file name, notebook)]):
+    the copy with the most answered cells is graded."""
+    stem = path.stem
+    stubs = {grade_id_of(c): c.source for c in nbformat.read(path, as_version=4).cells
+             if grade_id_of(c).endswith("-answer")}
+    counts = [answered_count(notebook, stubs) for _, notebook in copies]
+    best = max(range(len(copies)), key=lambda i: (counts[i], -i))
+    name, notebook = copies[best]
+    rows = [row(student, other, (
+        f"a second copy of {stem}.ipynb, not graded: {name} was graded "
+        f"({counts[best]} answered cells against {counts[index]})"))
+        for index, (other, _) in enumerate(copies) if index != best]
+    shown = f"{stem}.ipynb" if name == f"{stem}.ipynb" else f"{stem}.ipynb (file: {name})"
+    return rows + grade_notebook(notebook, stem, student, shown, limits, templates)
+
+
+def grade_notebook(notebook, stem, student, shown, limits, templates):
     _, source = assignment(stem, templates)
     checks = checks_of(source)
     notebook, missing = cleaned(notebook, source)
-    most, graded, problem = autograde(notebook, stem, student, limits, templates, hide)
+    most, graded, problem = autograde(notebook, stem, student, limits, templates)
     rows = []
     if problem:
         for number, grade_id in checks:
@@ -674,22 +754,22 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     chapters = shipped()
     grades_csv = free_name(folder, "grades.csv")
     feedback_dir = free_name(folder, "feedback")
-    rows, per_student = [], {}
-    skipped = []
-    students = []
-    linked = []
+    rows, per_student, skipped, students, linked, strays = [], {}, [], [], [], []
     for path in sorted(folder.iterdir()):
+        if path in (grades_csv, feedback_dir):
+            continue
         if path.is_symlink() and path.is_dir():
             linked.append(path.name)
-            continue
-        if path in (grades_csv, feedback_dir) or not path.is_dir() or path.is_symlink():
-            continue
-        if path.name.startswith(".") or path.name in RESERVED or re.fullmatch(
+        elif not path.is_dir() or path.is_symlink():
+            if not path.name.startswith(".") and not re.fullmatch(r"grades(-\d+)?\.csv",
+                                                                  path.name):
+                strays.append(path.name)
+        elif path.name.startswith(".") or path.name in RESERVED or re.fullmatch(
                 r"(grades-\d+\.csv|feedback-\d+)", path.name):
             if notebooks_in(path):
                 skipped.append(path.name)
-            continue
-        students.append(path)
+        else:
+            students.append(path)
     if not students and not skipped and not linked:
         raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
     for name in skipped:
@@ -700,24 +780,33 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
         rows.append(row(name, failure=(
             "not graded: the folder is a symbolic link; put the student's folder itself "
             "in the class folder")))
+    for name in strays:
+        rows.append(row(name, failure=(
+            "not graded: a file, not a student's folder (one sub-folder per student)")))
+    canary(folder, scratch_root, memory_mb, timeout)
     templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
-    hide = [folder, Path(scratch_root or tempfile.gettempdir())]
     try:
         for path in students:
-            print(f"grading {path.name} ...", flush=True)
-            per_student[path.name] = grade_student(
-                path, (timeout, cell_timeout, memory_mb), chapters, templates, hide)
+            print(f"grading {text(path.name)} ...", flush=True)
+            try:
+                per_student[path.name] = grade_student(
+                    path, (timeout, cell_timeout, memory_mb), chapters, templates)
+            except Exception as error:  # a bad folder is a row, never the end
+                per_student[path.name] = [row(path.name, failure=first_line(
+                    f"not graded: the grader failed on this folder ({type(error).__name__}: "
+                    f"{error})"))]
             rows += per_student[path.name]
     finally:
         shutil.rmtree(templates, ignore_errors=True)
-    with open(grades_csv, "w", newline="") as handle:
+    with open(grades_csv, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, COLUMNS)
         writer.writeheader()
         writer.writerows({key: spreadsheet_safe(value) for key, value in r.items()}
                          for r in rows)
     feedback_dir.mkdir(exist_ok=True)
     for name, its_rows in per_student.items():
-        (feedback_dir / f"{name}.md").write_text(feedback(name, its_rows))
+        (feedback_dir / f"{name}.md").write_text(feedback(text(name), its_rows),
+                                                 encoding="utf-8")
     print(f"wrote {grades_csv} and {feedback_dir}/", flush=True)
     return rows
 

@@ -48,9 +48,10 @@ def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
     `result` is execute_notebook.py's dict (status, cell, error, line,
     seconds, raised, new_stderr) plus `files_written` (names the run left
     beside the notebook); `executed` is the notebook with its new outputs.
-    `cell_timeout` (whole seconds) bounds each wait of the run: a cell, the
-    kernel's start, a cell's outputs after its reply; the cell it stops is
-    named. `timeout` (whole seconds) bounds the run as a whole: a run that
+    `cell_timeout` (whole seconds) bounds a cell's run, and its outputs
+    after its reply; the cell it stops is named. `timeout` (whole seconds)
+    bounds the run as a whole, the kernel's start included (on a busy
+    machine a start can take minutes; that is no cell's fault): a run that
     takes longer is stopped, kernel included, and fails ("timed out after
     N s"; `executed` is None).
     """
@@ -71,7 +72,7 @@ def run_alone(notebook, *, python=sys.executable, venv=None, keep_going=False,
         output = Path(scratch) / "executed.ipynb"
         nbformat.write(notebook, folder / name)
         command = [str(python), str(EXECUTE), name, "--output", str(output),
-                   "--timeout", str(cell_timeout)]
+                   "--timeout", str(cell_timeout), "--startup-timeout", str(timeout)]
         if keep_going:
             command.append("--keep-going")
         if nice:

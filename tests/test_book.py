@@ -11,16 +11,12 @@ import yaml
 
 from tools import copies
 from tools.sites import CLASS_PAGES, TEACHER_PAGES
-from tools.book import BOOK, ROOT, toc_entries, toc_notebooks, torch_pin
+from tools.book import BOOK, ROOT, tags, toc_entries, toc_notebooks, torch_pin
 from tools.exports import export_cells, load_exports
 
 
 def code_cells(notebook):
     return [(i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def test_every_toc_entry_exists_and_every_page_is_in_the_toc():

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from tools import copies, study
-from tools.book import BOOK, ROOT, render, toc_notebooks
+from tools.book import BOOK, ROOT, render, tags, toc_notebooks
 from tools.generate import out_of_date, read_chapters, stray_files, wanted_files
 
 CH4, CH5, CH7 = (BOOK / name for name in (
@@ -21,10 +21,6 @@ CH4, CH5, CH7 = (BOOK / name for name in (
 @pytest.fixture(scope="module")
 def chapters():
     return read_chapters()
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def test_every_generated_file_is_up_to_date(chapters):

@@ -13,11 +13,8 @@ font, and without fetching the theme's whole icon fonts. Reads the book
 """
 import pytest
 
-from tests.test_browser import CHROMIUM, INTRO, VIEWS, browser, site  # noqa: F401
+from tests.test_browser import INTRO, VIEWS
 from tools.book import ROOT, toc_entries, toc_notebooks
-
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
 
 ICONS = """() => Array.from(document.querySelectorAll(
     '[class*="fa-"], .fa, .fas, .far, .fab')).map((icon) => {
@@ -111,7 +108,7 @@ def icon_problems(icons):
 
 
 @pytest.mark.parametrize("page_path", list(PAGES))
-def test_every_icon_is_drawn(browser, site, page_path):  # noqa: F811
+def test_every_icon_is_drawn(browser, site, page_path):
     context = browser.new_context(**VIEWS[PAGES[page_path]])
     try:
         page = context.new_page()
@@ -138,7 +135,7 @@ def test_every_icon_is_drawn(browser, site, page_path):  # noqa: F811
         assert font_icons, "no icon drawn with the icon font found"
 
 
-def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):  # noqa: F811
+def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):
     context = browser.new_context(**VIEWS["desktop"])
     try:
         page = context.new_page()

@@ -1,4 +1,5 @@
 """The book's structure: toc, configuration, stored outputs."""
+import copy
 import os
 import re
 import subprocess
@@ -6,6 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
@@ -97,6 +99,56 @@ def test_no_machine_specific_text_in_stored_outputs(notebooks):
         text = "".join(str(c.get("outputs", "")) for c in nb.cells)
         found = [folder for folder in machine_paths() if folder in text]
         assert found == [], (path.name, found)
+
+
+# A folder of someone's machine: a home (Linux, macOS, Windows: the last as
+# a notebook stores it, its backslashes doubled, too), root's, or /work.
+SOMEONES_FOLDER = re.compile(
+    r"(?<![\w.~-])(?:/home/[^/\s\"'\\]+|/root|/work|/Users/[^/\s\"'\\]+"
+    r"|[A-Za-z]:(?:\\\\?|/)Users(?:\\\\?|/)[^\\/\s\"']+)(?=[/\\\s\"']|$)")
+
+
+def stored_files():
+    """{name: text} of every text file in git but the code of tools/ (the
+    grader hides /root and /home) and tests/ (which plants such folders):
+    the notebooks, both editions, what is generated, the data, the docs."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\0")
+    texts = {}
+    for name in names:
+        if name and not name.startswith(("tests/", "tools/")) and (ROOT / name).is_file():
+            try:
+                texts[name] = (ROOT / name).read_text()
+            except UnicodeDecodeError:    # a font, a picture
+                pass
+    return texts
+
+
+def folders_named(texts):
+    found = {name: SOMEONES_FOLDER.findall(text) for name, text in texts.items()}
+    return {name: folders for name, folders in found.items() if folders}
+
+
+def test_no_stored_file_names_a_folder_of_someones_machine():
+    assert folders_named(stored_files()) == {}
+
+
+@pytest.mark.parametrize("planted", [
+    "/home/alice/pruning/x.py", "/Users/bob/Desktop", "C:\\Users\\carol\\book", "c:/Users/dan",
+    "/root/.cache/torch", "/work/main/book"])
+def test_a_stored_folder_of_a_machine_is_found(planted, notebooks):
+    """Planted in a stored output and in a generated file; names that are
+    not someone's folder pass."""
+    path, notebook = next(iter(notebooks.items()))
+    notebook = nbformat.from_dict(copy.deepcopy(notebook))
+    cell = next(c for c in notebook.cells if c.cell_type == "code")
+    cell.outputs = [nbformat.v4.new_output("stream", text=f"File {planted}: line 3\n")]
+    texts = stored_files()
+    texts[str(path.relative_to(ROOT))] = nbformat.writes(notebook)
+    texts["book/_generated/table.md"] = f"made in `{planted}`"
+    assert list(folders_named(texts)) == [str(path.relative_to(ROOT)), "book/_generated/table.md"]
+    assert folders_named({"page.md": "~/.cache/torch /content/x /usr/lib/python3 "
+                                     "https://example.org/home/page /homework/x"}) == {}
 
 
 def test_machine_paths_include_the_checkout_and_the_venv():

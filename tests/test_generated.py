@@ -36,6 +36,17 @@ def test_every_generated_file_is_up_to_date(chapters):
     assert len(listed) >= 7
     assert {p.name for p in wanted if p.parent == BOOK and p.suffix == ".ipynb"} == listed
     assert {p.name for p in wanted if p.parent == BOOK / "student"} == listed
+    # and a table of each generator (tools.generate.GENERATORS)
+    assert {"chapters_at_a_glance.md", "runsheet_1.html", "how_to_cite.md", "triage_rules.js",
+            "study_findings_05.md"} <= {p.name for p in wanted}
+
+
+def test_a_missing_or_changed_file_is_out_of_date(tmp_path):
+    (tmp_path / "same.md").write_text("x")
+    (tmp_path / "changed.md").write_text("old")
+    wanted = {tmp_path / name: text for name, text in
+              [("same.md", "x"), ("changed.md", "new"), ("missing.md", "x")]}
+    assert out_of_date(wanted) == [tmp_path / "changed.md", tmp_path / "missing.md"]
 
 
 def copy_cell(notebook, reference):

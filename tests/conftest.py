@@ -22,7 +22,9 @@ import tempfile
 import nbformat
 import pytest
 
+from tools import downloads
 from tools.book import ROOT, toc_notebooks
+from tools.serve import serve
 
 ALONE = ROOT / "_build" / "alone"
 OWN_TMPDIR = pytest.StashKey[str]()
@@ -55,6 +57,31 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     shutil.rmtree(config.stash.get(OWN_TMPDIR, None) or "/nonexistent", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def site():
+    """The built book (`make book`), served over HTTP with gzip from 127.0.0.1."""
+    if not (downloads.HTML / "index.html").is_file():
+        pytest.fail("the book is not built: run `make book` first")
+    server = serve(downloads.HTML)
+    yield server.url
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium per test process (each xdist worker has its
+    own), shared by every test file that opens a page or prints one."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    try:
+        chromium = downloads.chromium()
+    except downloads.DownloadsError as error:
+        pytest.skip(str(error))
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=downloads.FLAGS)
+        yield browser
+        browser.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
 """The book's structure: toc, configuration, stored outputs."""
+import copy
 import os
 import re
 import subprocess
@@ -6,21 +7,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
 from tools import copies
 from tools.sites import CLASS_PAGES, TEACHER_PAGES
-from tools.book import BOOK, ROOT, toc_entries, toc_notebooks, torch_pin
+from tools.book import BOOK, ROOT, tags, toc_entries, toc_notebooks, torch_pin
 from tools.exports import export_cells, load_exports
 
 
 def code_cells(notebook):
     return [(i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def test_every_toc_entry_exists_and_every_page_is_in_the_toc():
@@ -89,9 +87,9 @@ def machine_paths():
     # the machine's temporary folder (tests/conftest.py gives the run one of
     # its own inside it) and the run's
     system_tmp = Path(os.environ.get("SYSTEM_TMPDIR", tempfile.gettempdir()))
-    return sorted({str(p) for p in (ROOT, Path(sys.prefix), Path(sys.base_prefix),
-                                    Path.home(), system_tmp, Path(tempfile.gettempdir()))
-                   if len(p.parts) > 1} | {"/work/", "/root/"})
+    return sorted(str(p) for p in {ROOT, Path(sys.prefix), Path(sys.base_prefix),
+                                   Path.home(), system_tmp, Path(tempfile.gettempdir())}
+                  if len(p.parts) > 1)
 
 
 def test_no_machine_specific_text_in_stored_outputs(notebooks):
@@ -101,6 +99,56 @@ def test_no_machine_specific_text_in_stored_outputs(notebooks):
         text = "".join(str(c.get("outputs", "")) for c in nb.cells)
         found = [folder for folder in machine_paths() if folder in text]
         assert found == [], (path.name, found)
+
+
+# A folder of someone's machine: a home (Linux, macOS, Windows: the last as
+# a notebook stores it, its backslashes doubled, too), root's, or /work.
+SOMEONES_FOLDER = re.compile(
+    r"(?<![\w.~-])(?:/home/[^/\s\"'\\]+|/root|/work|/Users/[^/\s\"'\\]+"
+    r"|[A-Za-z]:(?:\\\\?|/)Users(?:\\\\?|/)[^\\/\s\"']+)(?=[/\\\s\"']|$)")
+
+
+def stored_files():
+    """{name: text} of every text file in git but the code of tools/ (the
+    grader hides /root and /home) and tests/ (which plants such folders):
+    the notebooks, both editions, what is generated, the data, the docs."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\0")
+    texts = {}
+    for name in names:
+        if name and not name.startswith(("tests/", "tools/")) and (ROOT / name).is_file():
+            try:
+                texts[name] = (ROOT / name).read_text()
+            except UnicodeDecodeError:    # a font, a picture
+                pass
+    return texts
+
+
+def folders_named(texts):
+    found = {name: SOMEONES_FOLDER.findall(text) for name, text in texts.items()}
+    return {name: folders for name, folders in found.items() if folders}
+
+
+def test_no_stored_file_names_a_folder_of_someones_machine():
+    assert folders_named(stored_files()) == {}
+
+
+@pytest.mark.parametrize("planted", [
+    "/home/alice/pruning/x.py", "/Users/bob/Desktop", "C:\\Users\\carol\\book", "c:/Users/dan",
+    "/root/.cache/torch", "/work/main/book"])
+def test_a_stored_folder_of_a_machine_is_found(planted, notebooks):
+    """Planted in a stored output and in a generated file; names that are
+    not someone's folder pass."""
+    path, notebook = next(iter(notebooks.items()))
+    notebook = nbformat.from_dict(copy.deepcopy(notebook))
+    cell = next(c for c in notebook.cells if c.cell_type == "code")
+    cell.outputs = [nbformat.v4.new_output("stream", text=f"File {planted}: line 3\n")]
+    texts = stored_files()
+    texts[str(path.relative_to(ROOT))] = nbformat.writes(notebook)
+    texts["book/_generated/table.md"] = f"made in `{planted}`"
+    assert list(folders_named(texts)) == [str(path.relative_to(ROOT)), "book/_generated/table.md"]
+    assert folders_named({"page.md": "~/.cache/torch /content/x /usr/lib/python3 "
+                                     "https://example.org/home/page /homework/x"}) == {}
 
 
 def test_machine_paths_include_the_checkout_and_the_venv():

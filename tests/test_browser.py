@@ -55,21 +55,15 @@ worker starts one browser and one server for all the views it runs).
 """
 import os
 import re
-import shutil
 import urllib.parse
 
 import pytest
 
 from tools.book import ROOT, THE_ERROR, toc_entries
-from tools.serve import gzip_size, serve
+from tools.downloads import HTML
+from tools.serve import gzip_size
 
-HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = (os.environ.get("CHROMIUM") or shutil.which("chromium")
-            or shutil.which("chromium-browser"))
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update",
-         "--disable-sync"]
 PAGES = [f"{entry}.html" for entry in toc_entries()] + ["search.html"]
 INTRO = f"{toc_entries()[0]}.html"
 DESKTOP = {"width": 1366, "height": 900}
@@ -107,11 +101,6 @@ BUDGETS = {
     # the search page loads the site's search index
     "search.html": {"kib": 220, "scripts": 16},
 }
-
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Chromium is not installed (Debian: apt-get install chromium); "
-           "the browser test of the built book is skipped")
 
 BROKEN_MEDIA = """() => {
   const bad = [];
@@ -421,25 +410,6 @@ def svg_text_px(svg_path, shown_width):
     view_width = float(re.search(r'viewBox="[\d.-]+ [\d.-]+ ([\d.]+)', svg).group(1))
     sizes = [float(s) for s in re.findall(r'font-size="([\d.]+)"', svg)]
     return min(sizes) * shown_width / view_width if sizes else None
-
-
-@pytest.fixture(scope="module")
-def site():
-    """The built book, served over HTTP with gzip from 127.0.0.1."""
-    if not (HTML / "index.html").is_file():
-        pytest.fail("the book is not built: run `make book` first")
-    server = serve(HTML)
-    yield server.url
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser(site):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
 
 
 def local_file(url, site):

@@ -109,6 +109,31 @@ def test_a_planted_comparison_is_found(planted, monkeypatch):
     assert comparisons(f"**Predict.** {planted[:-1]}?") == []
 
 
+# Every trigger of COMPARATIVE and of METHOD, each checked on its own: one
+# taken out of a pattern fails its own case.
+COMPARING = ["lower", "higher", "beat", "beats", "beaten", "loses less", "lose more",
+             "losing less", "every seed", "every stored seed", "no other", "better", "worse",
+             "best", "worst", "outperforms", "on a par", "as well as", "as good as", "below zero",
+             "above zero", "smaller than", "larger than", "less than", "more than", "fewer than",
+             "cheaper than", "costlier than", "win", "wins", "ahead of", "behind", "furthest",
+             "about half a point"]
+NAMING = ["TNVP", "FLAP", "row norm", "weight norm", "random", "mask", "Torch-Pruning",
+          "one-shot", "VBP", "within-batch", "compensation", "criterion", "method", "dense",
+          "decay"]
+
+
+@pytest.mark.parametrize("words", COMPARING)
+def test_each_comparing_word_makes_a_comparison(words):
+    assert comparisons(f"TNVP ends {words} here.") == [f"TNVP ends {words} here."]
+    assert comparisons(f"The run ends {words} here.") == []    # no method named
+
+
+@pytest.mark.parametrize("name", NAMING)
+def test_each_method_word_names_a_method(name):
+    assert comparisons(f"The {name} run ends lower.") == [f"The {name} run ends lower."]
+    assert comparisons(f"The {name} run ends here.") == []     # no comparison
+
+
 def test_the_reader_splits_sentences_and_skips_code_maths_and_questions():
     text = ("TNVP is shown. Then `lower than random` in code. Ask \"is TNVP better?\" now.\n\n"
             "- maths: $\\text{TNVP lower than random}$\n- random is higher than dense")

@@ -16,8 +16,8 @@ import zipfile
 import nbformat
 import pytest
 
-from tests.test_browser import CHROMIUM, HTML, browser, site  # noqa: F401
 from tools import downloads
+from tools.downloads import HTML
 from tools.book import ROOT, book_extension, toc_entries, toc_notebooks
 
 CHAPTER = "book/01_reproduce_the_error"
@@ -49,14 +49,13 @@ def folded_texts(page_html):
 
 
 @pytest.fixture(scope="module")
-def printed(browser, site, tmp_path_factory):  # noqa: F811
+def printed(browser, site, tmp_path_factory):
     """Chapter 1 printed as `make pdf` prints it: (pdf, title)."""
     target = tmp_path_factory.mktemp("pdf") / downloads.page_pdf_name(CHAPTER)
     title = downloads.print_page(browser, f"{site}{CHAPTER}.html", target)
     return target, title
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
 def test_a_printed_chapter_shows_its_solutions_and_folded_code(printed):
     pdf, title = printed
     text = pdf_text(pdf)
@@ -70,8 +69,7 @@ def test_a_printed_chapter_shows_its_solutions_and_folded_code(printed):
     assert "code cell source" not in text  # the fold's label is not printed
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
-def test_the_book_has_a_cover_with_contents_and_an_outline(printed, browser, tmp_path):  # noqa: F811
+def test_the_book_has_a_cover_with_contents_and_an_outline(printed, browser, tmp_path):
     from pypdf import PdfReader
 
     pdf, title = printed

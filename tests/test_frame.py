@@ -10,7 +10,7 @@ import re
 import nbformat
 import pytest
 
-from tools.book import toc_notebooks
+from tools.book import tags, toc_notebooks
 from tools.plan import read_chapter
 
 CHAPTERS = toc_notebooks()
@@ -18,10 +18,6 @@ CHAPTERS = toc_notebooks()
 
 def markdown(notebook):
     return [c.source for c in notebook.cells if c.cell_type == "markdown"]
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def exercise_cells(notebook):

@@ -56,7 +56,7 @@ import pytest
 import tools.student
 from tests.test_student_edition import HONEST
 from tools import grade as grader
-from tools.book import BOOK, ROOT
+from tools.book import BOOK, ROOT, tags
 from tools.student import STUDENT
 
 ONE = "01_reproduce_the_error"
@@ -73,10 +73,6 @@ MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *SP
 TRICKS = {1: "def keep_all(layer):\n    pass",
           2: "def fixed_before_pruning(layer):\n    pass",
           3: "predicted_grad = -3.0"}
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def answered(stem):

@@ -7,24 +7,13 @@ import re
 
 import pytest
 
-from tests.test_browser import CHROMIUM, FLAGS, HTML
+from tools.downloads import HTML
 
 # page: how many pages it may take, printed
 HANDOUTS = {"worksheet_nine_variants": 1, "worksheet_ways_out": 1,
             "worksheet_four_reports": 1, "colab_in_a_classroom": 1}
 PAPER = ["A4", "Letter"]
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
 
 
 def printed_pages(browser, page_name, paper):

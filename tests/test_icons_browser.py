@@ -3,7 +3,8 @@
 book/_ext/light_pages.py draws the theme's icons as inline SVG when the book
 is built (the theme's script that would draw them is not loaded). Here, on a
 few pages of the built book (one view each), every icon element (anything
-with a Font Awesome class) must be an `<svg>` whose path has a shape, and
+with a Font Awesome class) must be an `<svg>` whose path has a shape and
+ink (drawn alone, in the page's colours, it colours pixels), and
 each one the page shows (not hidden by its theme or layout, as the icon of
 the colour mode not in use) must have a box and a path of non-zero size.
 The icons the theme's CSS draws with the icon font (the admonitions'
@@ -13,27 +14,49 @@ font, and without fetching the theme's whole icon fonts. Reads the book
 """
 import pytest
 
-from tests.test_browser import CHROMIUM, INTRO, VIEWS, browser, site  # noqa: F401
+from tests.test_browser import INTRO, VIEWS
 from tools.book import ROOT, toc_entries, toc_notebooks
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
-
-ICONS = """() => Array.from(document.querySelectorAll(
-    '[class*="fa-"], .fa, .fas, .far, .fab')).map((icon) => {
-  const path = icon.tagName.toLowerCase() === "svg" ? icon.querySelector("path") : null;
-  const shown = icon.getClientRects().length > 0 && getComputedStyle(icon).visibility !== "hidden";
-  const box = icon.getBoundingClientRect();
-  const shape = path && shown ? path.getBBox() : null;
-  return {
-    element: icon.outerHTML.slice(0, 100),
-    svg: icon.tagName.toLowerCase() === "svg",
-    path: path ? (path.getAttribute("d") || "").length : 0,
-    shown,
-    size: [box.width, box.height],
-    shape: shape ? [shape.width, shape.height] : null,
+ICONS = """async () => {
+  // the pixels an SVG icon inks, drawn alone on a canvas with the colours,
+  // strokes and opacities the page gives each of its parts
+  const ink = async (svg) => {
+    const clone = svg.cloneNode(true);
+    const copies = [clone, ...clone.querySelectorAll("*")];
+    [svg, ...svg.querySelectorAll("*")].forEach((part, i) => {
+      const style = getComputedStyle(part);
+      for (const name of ["fill", "fill-opacity", "stroke", "stroke-width", "stroke-opacity", "opacity"])
+        copies[i].style.setProperty(name, style.getPropertyValue(name));
+    });
+    clone.setAttribute("width", 48);
+    clone.setAttribute("height", 48);
+    const image = new Image();
+    image.src = "data:image/svg+xml;charset=utf-8,"
+      + encodeURIComponent(new XMLSerializer().serializeToString(clone));
+    try { await image.decode(); } catch (error) { return 0; }
+    const context = Object.assign(document.createElement("canvas"), {width: 48, height: 48})
+      .getContext("2d");
+    context.drawImage(image, 0, 0);
+    return context.getImageData(0, 0, 48, 48).data.filter((v, i) => i % 4 === 3 && v > 0).length;
   };
-})"""
+  return Promise.all(Array.from(document.querySelectorAll(
+      '[class*="fa-"], .fa, .fas, .far, .fab')).map(async (icon) => {
+    const svg = icon.tagName.toLowerCase() === "svg";
+    const path = svg ? icon.querySelector("path") : null;
+    const shown = icon.getClientRects().length > 0 && getComputedStyle(icon).visibility !== "hidden";
+    const box = icon.getBoundingClientRect();
+    const shape = path && shown ? path.getBBox() : null;
+    return {
+      element: icon.outerHTML.slice(0, 100),
+      svg,
+      path: path ? (path.getAttribute("d") || "").length : 0,
+      shown,
+      size: [box.width, box.height],
+      shape: shape ? [shape.width, shape.height] : null,
+      ink: svg ? await ink(icon) : 0,
+    };
+  }));
+}"""
 # The icons the CSS draws with the icon font (a private-use character as the
 # content of a ::before or ::after), each measured in the face the page
 # draws it with (the last @font-face of its family and weight, loaded here
@@ -91,6 +114,20 @@ PLANTED = """() => {
   planted.className = "planted";
   document.querySelector("article").append(planted);
 }"""
+# Copies of the page's first icon that draw nothing, though each is an SVG
+# with a path that has a box: no fill, a transparent colour, an invisible path.
+INKLESS = """() => {
+  const real = document.querySelector("svg.svg-inline--fa");
+  const spoil = [(icon) => icon.querySelector("path").setAttribute("fill", "none"),
+                 (icon) => { icon.style.color = "transparent"; },
+                 (icon) => { icon.querySelector("path").style.opacity = "0"; }];
+  for (const change of spoil) {
+    const icon = real.cloneNode(true);
+    icon.classList.add("planted");
+    change(icon);
+    document.querySelector("article").append(icon);
+  }
+}"""
 # One view per page: the landing page on a phone (its menu and contents
 # buttons), and on a desktop a chapter, the teacher's guide (admonitions of
 # several kinds) and the search page.
@@ -104,6 +141,8 @@ def icon_problems(icons):
     problems = [f"not an SVG: {icon['element']}" for icon in icons if not icon["svg"]]
     problems += [f"an SVG without a shape: {icon['element']}"
                  for icon in icons if icon["svg"] and not icon["path"]]
+    problems += [f"an SVG that draws nothing: {icon['element']}"
+                 for icon in icons if icon["svg"] and icon["path"] and not icon["ink"]]
     problems += [f"shown but not drawn ({icon['size']}, path {icon['shape']}): {icon['element']}"
                  for icon in icons if icon["shown"] and (
                      min(icon["size"]) <= 0 or not icon["shape"] or min(icon["shape"]) <= 0)]
@@ -111,7 +150,7 @@ def icon_problems(icons):
 
 
 @pytest.mark.parametrize("page_path", list(PAGES))
-def test_every_icon_is_drawn(browser, site, page_path):  # noqa: F811
+def test_every_icon_is_drawn(browser, site, page_path):
     context = browser.new_context(**VIEWS[PAGES[page_path]])
     try:
         page = context.new_page()
@@ -138,7 +177,7 @@ def test_every_icon_is_drawn(browser, site, page_path):  # noqa: F811
         assert font_icons, "no icon drawn with the icon font found"
 
 
-def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):  # noqa: F811
+def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):
     context = browser.new_context(**VIEWS["desktop"])
     try:
         page = context.new_page()
@@ -152,14 +191,30 @@ def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):  # noqa: F
             and not icon["drawn"]] == [] and len(font_icons) >= 2
 
 
+def test_an_icon_without_ink_is_seen(browser, site):
+    context = browser.new_context(**VIEWS["desktop"])
+    try:
+        page = context.new_page()
+        page.goto(site + INTRO, wait_until="load")
+        page.evaluate(INKLESS)
+        icons = page.evaluate(ICONS)
+    finally:
+        context.close()
+    planted = [icon for icon in icons if "planted" in icon["element"]]
+    assert len(planted) == 3 and all(icon["shown"] and min(icon["shape"]) > 0 for icon in planted)
+    assert icon_problems(icons) == [f"an SVG that draws nothing: {icon['element']}"
+                                    for icon in planted]
+
+
 def test_a_missing_icon_is_seen():
     """The check itself: an icon left as the theme writes it (an empty
     `<i>`), one without a shape, and one drawn at no size are reported."""
     drawn = {"element": "<svg>", "svg": True, "path": 300, "shown": True,
-             "size": [16, 16], "shape": [14, 14]}
+             "size": [16, 16], "shape": [14, 14], "ink": 500}
     assert icon_problems([drawn, {**drawn, "shown": False, "size": [0, 0], "shape": None}]) == []
     assert icon_problems([{**drawn, "element": "<i>", "svg": False, "path": 0,
                            "size": [0, 17], "shape": None}]) == [
         "not an SVG: <i>", "shown but not drawn ([0, 17], path None): <i>"]
     assert icon_problems([{**drawn, "path": 0}]) == ["an SVG without a shape: <svg>"]
     assert len(icon_problems([{**drawn, "shape": [0, 0]}])) == 1
+    assert icon_problems([{**drawn, "ink": 0}]) == ["an SVG that draws nothing: <svg>"]

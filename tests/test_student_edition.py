@@ -27,16 +27,12 @@ import nbformat
 import pytest
 
 from tools import student as student_edition
-from tools.book import ROOT, toc_notebooks
+from tools.book import ROOT, tags, toc_notebooks
 from tools.run import run_alone
 
 CHAPTERS = toc_notebooks()
 UNFOLD = re.compile(r"<details>\n<summary>Explanation \(after you ran the cell\)</summary>"
                     r"\n\n(.*?)\n\n</details>", re.S)
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def student_of(path):

@@ -15,7 +15,6 @@ The two sites are built by the fixtures below when their sources are newer
 than the last build (about two minutes each), once per session.
 """
 import html
-import os
 import re
 import shutil
 import subprocess
@@ -28,28 +27,13 @@ import yaml
 from tools import plan, runsheet, sites
 from tools.book import BOOK, ROOT, toc_notebooks
 
-CHROMIUM = (os.environ.get("CHROMIUM") or shutil.which("chromium")
-            or shutil.which("chromium-browser"))
-FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update"]
 PAPER = ["A4", "Letter"]
 TEACHER_ONLY = ["teachers_guide", "assessment_answers", "assessment", "teaching_notes",
                 "logistics", "runsheet", "lesson_1.html", "slides"]
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)")
 
 
 def pdf_pages(pdf):
     return len(re.findall(rb"/Type\s*/Page[^s]", pdf))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
 
 
 def printed(browser, path, paper):
@@ -69,14 +53,12 @@ def test_one_run_sheet_per_lesson():
     assert len(SHEETS) == len(plan.read_plan()["lessons"]) == 3
 
 
-@needs_chromium
 @pytest.mark.parametrize("paper", PAPER)
 @pytest.mark.parametrize("sheet", SHEETS, ids=lambda p: p.stem)
 def test_run_sheet_prints_on_one_page(browser, sheet, paper):
     assert printed(browser, sheet, paper) == 1
 
 
-@needs_chromium
 def test_a_sheet_too_long_is_found(browser, tmp_path):
     """The page count above, on a planted case: the same sheet, rows doubled."""
     text = SHEETS[0].read_text()
@@ -292,7 +274,6 @@ def test_slides_load_nothing_remote(pack):
             assert not re.search(r"url\(\s*['\"]?(?:https?:)?//", text), name
 
 
-@needs_chromium
 def test_slides_run_offline(pack, browser):
     """A chapter's slides, opened with every request off the disk refused:
     reveal.js starts, and no request leaves the machine."""
@@ -312,7 +293,6 @@ def test_slides_run_offline(pack, browser):
     assert [url for url in requested if not url.startswith("file:")] == []
 
 
-@needs_chromium
 @pytest.mark.parametrize("paper", PAPER)
 @pytest.mark.parametrize("name,most", [("assessment", 1), ("assessment_answers", 2),
                                        ("logistics", 1)])

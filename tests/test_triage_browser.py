@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from tests.test_browser import CHROMIUM, HTML, VIEWS, browser, open_page, site  # noqa: F401
+from tests.test_browser import HTML, VIEWS, open_page
 from tools import triage
 from tools.exports import load_exports
 
@@ -21,7 +21,6 @@ ch = load_exports("06_any_layer_any_node.ipynb")
 MESSAGES = json.loads(triage.CORPUS.read_text())
 PAGE = "book/triage.html"
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
 
 ANSWER = """() => {
   const answer = document.getElementById('triage-answer');
@@ -61,7 +60,7 @@ def python_reading(text):
 
 
 @pytest.mark.parametrize("view", ["desktop", "phone"])
-def test_every_message_of_the_table_is_answered(browser, site, view):  # noqa: F811
+def test_every_message_of_the_table_is_answered(browser, site, view):
     problems = []
     context, page = open_page(browser, site, view, PAGE, problems)
     try:
@@ -149,7 +148,7 @@ LUMINANCE = """selector => {
 
 
 @pytest.mark.parametrize("view", ["desktop", "desktop-dark", "phone", "phone-dark"])
-def test_the_box_and_its_answer_follow_the_colour_scheme(browser, site, view):  # noqa: F811
+def test_the_box_and_its_answer_follow_the_colour_scheme(browser, site, view):
     problems = []
     context, page = open_page(browser, site, view, PAGE, problems)
     try:
@@ -208,7 +207,7 @@ def fuzz_texts(count=2400, seed=0):
     return texts
 
 
-def test_the_page_and_python_agree_on_generated_texts(browser, site):  # noqa: F811
+def test_the_page_and_python_agree_on_generated_texts(browser, site):
     texts = fuzz_texts()
     assert len(texts) >= 2000
     problems = []
@@ -224,7 +223,7 @@ def test_the_page_and_python_agree_on_generated_texts(browser, site):  # noqa: F
     assert len(kinds) >= 5, kinds            # the texts reach several rules, not only "unknown"
 
 
-def test_long_shapes_stay_compact_and_the_verdict_in_view_on_a_phone(browser, site):  # noqa: F811
+def test_long_shapes_stay_compact_and_the_verdict_in_view_on_a_phone(browser, site):
     """Shapes of different lengths give one "changed" row, not a row per
     dimension; after "Read it" the verdict is on the phone's screen."""
     got = ", ".join(str(n) for n in range(2, 40))

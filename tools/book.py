@@ -68,6 +68,11 @@ def toc_entries():
     return entries
 
 
+def tags(cell):
+    """A notebook cell's tags, as a new list."""
+    return list(cell.metadata.get("tags", []))
+
+
 def toc_notebooks():
     """Paths of the toc's notebooks, in reading order."""
     paths = []

@@ -35,7 +35,7 @@ import hashlib
 from pathlib import Path
 
 from tools.bench import bench_cell_source
-from tools.book import BOOK, chapter_number, pins
+from tools.book import BOOK, chapter_number, pins, tags
 from tools.study import study_cell_source
 
 SETUP_INSTALL = '''try:
@@ -77,10 +77,6 @@ def setup_source(install):
                                   spec=f"{name}=={pinned[name]}")
              for name in install]
     return "\n".join(parts + [SETUP])
-
-
-def tags(cell):
-    return list(cell.metadata.get("tags", []))
 
 
 def imported_installables(code_cells):

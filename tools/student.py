@@ -49,7 +49,7 @@ import re
 
 import nbformat
 
-from tools.book import BOOK, chapter_number, render, toc_notebooks
+from tools.book import BOOK, chapter_number, render, tags, toc_notebooks
 
 STUDENT = BOOK / "student"
 EXPLANATION = re.compile(
@@ -71,10 +71,6 @@ EXPLAINED = ("<details>\n<summary>Explanation (after you ran the cell)</summary>
 DESCRIBES_OUTPUT = ("mystnb", "image")
 PREDICTION = ("**Your prediction** (write it here, double-click to edit, "
               "before you run the next cell): ...")
-
-
-def tags(cell):
-    return cell.metadata.get("tags", [])
 
 
 def stub_error(number):

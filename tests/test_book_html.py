@@ -41,7 +41,9 @@ def test_aligned_outputs_are_told_from_prose():
 
 
 def test_formulas_become_mathml_or_stop_the_build():
-    tex_to_mathml = light_pages().tex_to_mathml
+    from tools.book import book_extension
+
+    tex_to_mathml = book_extension("mathml").tex_to_mathml
     inline = tex_to_mathml(r"\sigma_j^2 \lVert W_{\ell+1}[:, j]\rVert^2", display=False)
     assert inline.startswith("<math") and "\\" not in inline
     display = tex_to_mathml(r"\begin{aligned}a &= b \\ &\quad + \bigl\lVert c \bigr\rVert"

@@ -50,7 +50,7 @@ CONF = f"""\
 import shutil, sys
 sys.path.insert(0, {str(EXT)!r})
 project = "tiny"
-extensions = ["light_pages", "sphinx_design", "sphinx_copybutton", "sphinx_togglebutton"]
+extensions = ["light_pages", "mathml", "sphinx_design", "sphinx_copybutton", "sphinx_togglebutton"]
 html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["book.css"]

@@ -23,16 +23,16 @@ import pydata_sphinx_theme
 import pytest
 import sphinx_book_theme
 
-from tools.book import book_extension
-
 ROOT = Path(__file__).resolve().parent.parent
 EXT = ROOT / "book" / "_ext"
 PYDATA_STATIC = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
 BOOK_THEME_STATIC = (Path(sphinx_book_theme.__file__).parent / "theme" / "sphinx_book_theme"
                      / "static")
 
-
-lp = book_extension("light_pages")
+# as Sphinx loads them (icons.py imports light_pages.py)
+sys.path.insert(0, str(EXT))
+import icons  # noqa: E402
+import light_pages as lp  # noqa: E402
 
 
 def png(width, height):
@@ -155,7 +155,7 @@ def fails(number, file, call, *args):
 
 @pytest.fixture(scope="module")
 def shapes():
-    return lp.icon_shapes((PYDATA_STATIC / "scripts" / "fontawesome.js").read_text())
+    return icons.icon_shapes((PYDATA_STATIC / "scripts" / "fontawesome.js").read_text())
 
 
 # -- the whole: the tiny build passes every check, and an error fails a build
@@ -165,7 +165,7 @@ def test_the_pinned_themes_fit_every_rewrite(tiny):
     page = (html / "index.html").read_text()
     assert lp.PAGE_MARK in (fresh / "index.html").read_text()
     assert lp.PAGE_MARK not in page and "fontawesome.js" not in page
-    assert page.count("svg-inline--fa") >= 5 and not lp.undrawn_icons(page)
+    assert page.count("svg-inline--fa") >= 5 and not icons.undrawn_icons(page)
     assert 'loading="lazy"' in page and 'width="40" height="30"' in page
     assert 'role="listitem"' in page and "owner/<wbr>repository" in page
     assert 'aria-label="Pages under: Part"' in page
@@ -185,8 +185,8 @@ def test_lighten_pages_does_what_the_build_did(tiny, fresh):
 
 def test_an_empty_icon_table_stops_the_build(tmp_path):
     """The case that once passed silently: the icon table parsed to nothing."""
-    planted = CONF.replace('project = "tiny"', 'project = "tiny"\nimport re, light_pages\n'
-                           'light_pages.ICON_ENTRY = re.compile(r"(?!)")')
+    planted = CONF.replace('project = "tiny"', 'project = "tiny"\nimport re, icons\n'
+                           'icons.ICON_ENTRY = re.compile(r"(?!)")')
     write_project(tmp_path / "source", planted)
     run = sphinx_build(tmp_path / "source", tmp_path / "html")
     assert run.returncode != 0
@@ -226,33 +226,33 @@ def test_2_icons(fresh, shapes):
     assert {pack for pack, _ in shapes} == {"fas", "far", "fab"} and len(shapes) > 1000
     page = fresh / "index.html"
     text = page.read_text()
-    drawn = lp.inline_icons(text, page, shapes)
-    assert drawn.count("svg-inline--fa") == len(lp.ICON_ELEMENT.findall(text)) >= 5
+    drawn = icons.inline_icons(text, page, shapes)
+    assert drawn.count("svg-inline--fa") == len(icons.ICON_ELEMENT.findall(text)) >= 5
     script = (PYDATA_STATIC / "scripts" / "fontawesome.js").read_text()
     # a script written otherwise: no shapes read for a pack, or none at all
-    fails(2, lp.FONTAWESOME_JS, lp.icon_shapes, script.replace('("fab",', '("brands",'))
-    fails(2, lp.FONTAWESOME_JS, lp.icon_shapes, "")
+    fails(2, icons.FONTAWESOME_JS, icons.icon_shapes, script.replace('("fab",', '("brands",'))
+    fails(2, icons.FONTAWESOME_JS, icons.icon_shapes, "")
     # an icon that the script has no shape for
     unknown = text.replace("fa-bars", "fa-not-an-icon", 1)
-    assert "fa-not-an-icon" in fails(2, page, lp.inline_icons, unknown, page, shapes)
+    assert "fa-not-an-icon" in fails(2, page, icons.inline_icons, unknown, page, shapes)
     # an icon element that the pattern does not match (not empty)
     filled = re.sub(r'(<(i|span) class="fa-solid fa-bars">)\s*(</\2>)', r"\1menu\3", text, count=1)
     assert filled != text
-    fails(2, page, lp.inline_icons, filled, page, shapes)
+    fails(2, page, icons.inline_icons, filled, page, shapes)
     # no icon at all
-    fails(2, page, lp.inline_icons, lp.ICON_ELEMENT.sub("", text), page, shapes)
+    fails(2, page, icons.inline_icons, icons.ICON_ELEMENT.sub("", text), page, shapes)
     # a shape without a path
     hollow = {key: (w, h, "") for key, (w, h, _) in shapes.items()}
-    assert 'd=""' in lp.icon_svg(lp.ICON_ELEMENT.search(text), hollow)
-    fails(2, page, lp.inline_icons, text, page, hollow)
+    assert 'd=""' in icons.icon_svg(icons.ICON_ELEMENT.search(text), hollow)
+    fails(2, page, icons.inline_icons, text, page, hollow)
 
 
 def copy_theme_fonts(outdir):
-    for name in lp.THEME_CSS:
+    for name in icons.THEME_CSS:
         source = PYDATA_STATIC if "pydata" in name else BOOK_THEME_STATIC
         (outdir / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source / name.removeprefix("_static/"), outdir / name)
-    for source in lp.FONT_SUBSETS.values():
+    for source in icons.FONT_SUBSETS.values():
         (outdir / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(PYDATA_STATIC / source.removeprefix("_static/"), outdir / source)
 
@@ -261,37 +261,37 @@ def test_3_icon_font_subsets(tmp_path):
     from fontTools.ttLib import TTFont
 
     copy_theme_fonts(tmp_path)
-    lp.write_font_subsets(tmp_path)
-    characters = lp.css_characters(tmp_path)
+    icons.write_font_subsets(tmp_path)
+    characters = icons.css_characters(tmp_path)
     held = set()
-    for target in lp.FONT_SUBSETS:
+    for target in icons.FONT_SUBSETS:
         held |= set(TTFont(tmp_path / target).getBestCmap())
     assert characters <= held and len(characters) >= 10
     # a font missing
-    solid = tmp_path / lp.FONT_SUBSETS["_static/fonts/fa-solid-subset.woff"]
+    solid = tmp_path / icons.FONT_SUBSETS["_static/fonts/fa-solid-subset.woff"]
     kept = solid.read_bytes()
     solid.unlink()
-    fails(3, solid, lp.write_font_subsets, tmp_path)
+    fails(3, solid, icons.write_font_subsets, tmp_path)
     solid.write_bytes(kept)
     # the theme's stylesheet names its icons otherwise
-    css = tmp_path / lp.THEME_CSS[0]
+    css = tmp_path / icons.THEME_CSS[0]
     css.write_text(css.read_text().replace("--pst-icon-", "--pst-glyph-"))
-    fails(3, css, lp.write_font_subsets, tmp_path)
+    fails(3, css, icons.write_font_subsets, tmp_path)
     # a character that neither font has
     css.write_text(css.read_text().replace("--pst-glyph-", "--pst-icon-")
                    + 'html{--pst-icon-x:"\\f00f"}')
-    fails(3, "U+F00F", lp.write_font_subsets, tmp_path)
+    fails(3, "U+F00F", icons.write_font_subsets, tmp_path)
 
 
 def test_4_icon_font_rules(tmp_path):
     css = (PYDATA_STATIC / "styles" / "pydata-sphinx-theme.css").read_text()
-    lighter = lp.without_icon_font_rules(css, "theme.css")
-    assert len(lighter) < len(css) * 0.85 and lp.ICON_RULES_MARK in lighter
-    assert lp.without_icon_font_rules(lighter) == lighter  # once only
-    fails(4, "theme.css", lp.without_icon_font_rules,
+    lighter = icons.without_icon_font_rules(css, "theme.css")
+    assert len(lighter) < len(css) * 0.85 and icons.ICON_RULES_MARK in lighter
+    assert icons.without_icon_font_rules(lighter) == lighter  # once only
+    fails(4, "theme.css", icons.without_icon_font_rules,
           css.replace(":before{content:", "::before{content:"), "theme.css")
     # some rules written another way: left behind
-    fails(4, "theme.css", lp.without_icon_font_rules,
+    fails(4, "theme.css", icons.without_icon_font_rules,
           css.replace(".fa-github:before{", ".fa-github:before {", 1), "theme.css")
 
 

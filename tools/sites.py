@@ -138,7 +138,7 @@ def fresh_source(folder):
     generated includes and tools (which the extension reads)."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "book").mkdir(parents=True)
-    for name in ("_ext", "_static", "_generated"):
+    for name in ("_ext", "_static", "_templates", "_generated"):
         shutil.copytree(BOOK / name, folder / "book" / name)
     shutil.copy(BOOK / "references.bib", folder / "book" / "references.bib")
     os.symlink(ROOT / "tools", folder / "tools")

@@ -13,8 +13,8 @@ written in one place. The badge is drawn inline (no external image).
    script twice under Jupyter Book 1.0, and the second copy fails in the
    browser ("Identifier 'THEBE_JS_URL' has already been declared").
 
-4. What each page loads: only what it shows (light_pages.py); formulas as
-   MathML (mathml.py); text
+4. What each page loads: only what it shows (light_pages.py, icons.py and
+   book/_templates/); formulas as MathML (mathml.py); text
    outputs laid out in columns keep them (output_shapes.py); the book's
    PDF and notebooks linked from each page, and printing with every fold
    open (downloads.py).

@@ -1,6 +1,6 @@
 """The theme's icons without its 1.4 MB Font Awesome script (rewrites 2 to 4
-of light_pages.py, which runs them; its rewrite 1 drops the script's
-tag). Each checks that it found what it rewrites and that its
+of light_pages.py, which runs them; book/_templates/layout.html drops the
+script's tag). Each checks that it found what it rewrites and that its
 result is whole, and stops the build otherwise (light_pages.failure).
 
 2. The icons are drawn inline, as that script would: pydata-sphinx-theme

@@ -1,55 +1,38 @@
 """What a page loads: only what it shows (phones on slow networks).
 
-The pages, the theme's scripts and its stylesheets are rewritten when the
-book is built. Each rewrite below checks that it found what it rewrites and
-that its result is whole, and stops the build otherwise (LightPagesError,
-naming the rewrite, the file and what is missing): a new release of the
-themes (pinned in requirements.txt), of Sphinx or of docutils that writes
-something else fails the build instead of leaving, say, every icon blank.
-Rewrites 7 and 16 edit each page's list of scripts in Sphinx's
-`html-page-context` event; the others edit files once Sphinx has written them (`build-finished`:
-what they change is written by the theme's templates or copied from its
-files, and is in no list the event could edit; each says why below).
+What a template or a setting can do is done there: book/_templates/layout.html
+leaves out of every page's head the Font Awesome script, the preloads of the
+theme's scripts and (but on search.html) the site search's scripts and index,
+and its script (book/_templates/pages.js) settles the colour theme before the
+first paint, prints in light colours, closes the phone's drawer on a tap on a
+link, and sets the tab stops of the boxes that scroll (8); formulas are MathML
+(mathml.py). The rest is rewritten when the book is built, here and in
+icons.py (2 to 4: the theme's icons). Each rewrite checks that it found what
+it rewrites and that its result is whole, and stops the build otherwise
+(LightPagesError, naming the rewrite, the file and what is missing): a new
+release of the themes (pinned in requirements.txt), of Sphinx or of docutils
+that writes something else fails the build instead of leaving, say, every
+icon blank. Rewrites 7 and 16 edit each page's list of scripts in Sphinx's
+`html-page-context` event; the others edit what Sphinx wrote
+(`build-finished`: the body's HTML, and the theme's script, copied at the end).
 
 In every page that Sphinx writes (a page not written by this build, left
 from an earlier one, is checked to be light already):
 
-1. The Font Awesome script is not loaded (1.4 MB; it turns the icons into
-   SVG in the browser): its tag is dropped. Checked: the page has exactly
-   one tag of the script, and none is left. (The theme's layout template
-   writes the tag itself, in no list of the page's context.)
-2 to 4. The theme's icons drawn as inline SVG, from subsets of its icon fonts
-   where its CSS draws them, its stylesheet without the font's rules:
-   icons.py.
-5. The theme's two scripts are not preloaded: they would compete with the
-   stylesheets for a slow network before the first paint, and load at the
-   end of the page anyway (defer). Checked: the page had preloads of
-   scripts and has none left. (Written by the theme's template, as 1.)
-6. The theme loads the site search's scripts and index (`searchindex.js`,
-   90 kB) in every page's head, for its search-as-you-type, which this book
-   keeps off (the search field opens search.html, which loads them itself):
-   they are dropped from the other pages. Checked: the page says whether
-   search-as-you-type is on; when off, all three tags were found and none
-   is left. (Written by the theme's template, as 1.)
 7. The extensions' scripts in the head run after the page is parsed
    (`defer`, in the same order), so that the text shows before they run;
-   not on search.html, whose search scripts run in the head. Done on the
-   page's list of scripts (`html-page-context`). Checked: each script of
-   DEFERRED is in the list, and each is deferred.
-8. Boxes that scroll (code, outputs, tables) take the keyboard's focus, so
-   that the arrow keys scroll them, without measuring the whole page at
-   load. pydata-sphinx-theme gives each box `tabindex` 0 if it scrolls, -1
-   if not, at the `load` event: it reads the size of every box of the page,
-   which lays out every cell that `content-visibility` (book.css) leaves
-   for later, one cell at a time: 55 style recalculations and layouts, a
-   single task of 1.2 s in Lighthouse's phone profile on chapter 5 (its
-   whole total blocking time). The theme's script loses that measurement
-   (TAB_STOPS below applies the same rule with a ResizeObserver, when the
-   browser lays a box out and whenever its size changes, reading sizes the
-   browser has just computed). Checked: the call at `load` and the rule it
-   applies are found where expected, and exactly that call is replaced.
+   not on search.html, whose search scripts run in the head. Checked: each
+   script of DEFERRED is in the page's list of scripts, and each is deferred.
+8. pydata-sphinx-theme gives each box that may scroll `tabindex` 0 if it
+   scrolls, -1 if not, at the `load` event: it reads the size of every box
+   of the page, which lays out every cell that `content-visibility`
+   (book.css) leaves for later: a single task of 1.2 s in Lighthouse's phone
+   profile on chapter 5. The theme's script loses that measurement (pages.js
+   applies the same rule with a ResizeObserver, when the browser lays a box
+   out). Checked: the call at `load` and the rule it applies are found where
+   expected, and exactly that call is replaced.
 9. Every such box is written focusable (`tabindex="0"`, the theme's value
-   for a box that scrolls) until TAB_STOPS settles it. Checked: no `<pre>`,
+   for a box that scrolls) until pages.js settles it. Checked: no `<pre>`,
    output or table box is left without a `tabindex`.
 10. Headings break after a slash ("owner/repository" is one long word
    otherwise), not in the middle of a word. Checked: every heading was
@@ -74,17 +57,12 @@ from an earlier one, is checked to be light already):
    after that page ("Pages under: Teacher's guide ..."): axe-core reports a
    summary without a name as serious (summary-name). Checked: every
    toctree toggle's summary is named.
-15. Print in light colours whatever the reader's theme: the light rules of
-   the themes' stylesheets (and pygments') are repeated for the dark theme
-   under `@media print`, at the end of book.css (the last stylesheet, so
-   that they win). Checked: each of those stylesheets is there and has
-   light rules.
 16. No search highlighting: Sphinx's sphinx_highlight.js marks, on the
    next page the reader opens (even much later), every piece of text that
    holds a word of the last search ("an" inside "and"). It is dropped from
-   every page's list of scripts (`html-page-context`); search.html, whose
-   search script asks whether it is on, is told it is off. Checked: the
-   script was in the list and is no longer.
+   every page's list of scripts; search.html, whose search script asks
+   whether it is on, is told it is off. Checked: the script was in the
+   list and is no longer.
 17. Controls named by the text they show: MyST-NB's toggle of a folded
    cell ("Show code cell source") loses `aria-label="Toggle hidden
    content"`, and the theme's search field button ("Search Ctrl+K") its
@@ -95,15 +73,9 @@ from an earlier one, is checked to be light already):
 Rewrites 9 to 14 and 17 depend on what a page holds; a build that writes every
 page also checks that each of them found something in some page (the
 config value `light_pages_found_somewhere`: a smaller site, such as the
-teacher's pack, without pictures or references, names fewer).
-
-Also, not rewrites: (formulas are MathML: mathml.py); the colour theme is settled in the head, before the first
-paint, not by the theme's script at the end of the page, so that nothing
-moves (THEME_BEFORE_FIRST_PAINT); on a phone, a tap on a link in the menu or
-contents drawer closes the drawer, so that the reader sees where the link
-leads (CLOSE_DRAWER_ON_NAVIGATION).
+teacher's pack, without pictures or references, names fewer). (Numbers 1, 5,
+6 and 15 were rewrites that layout.html and pages.js replaced.)
 """
-import json
 import re
 import struct
 from collections import Counter
@@ -112,12 +84,9 @@ from pathlib import Path
 from sphinx.errors import SphinxError
 
 REWRITES = {
-    1: "the Font Awesome script not loaded",
     2: "icons drawn as inline SVG",
     3: "icon font subsets",
     4: "icon font rules dropped from the theme's stylesheet",
-    5: "script preloads dropped",
-    6: "search scripts dropped",
     7: "head scripts deferred",
     8: "the theme's tab-stop measurement at load",
     9: "boxes that scroll made focusable",
@@ -126,7 +95,6 @@ REWRITES = {
     12: "images sized and lazy",
     13: "references as list items",
     14: "sidebar toggles named",
-    15: "print in light colours",
     16: "search highlighting off",
     17: "controls named by the text they show",
 }
@@ -148,15 +116,6 @@ def failure(number, file, what):
 # rewrites: a page that holds it was written by this build.
 PAGE_MARK = '\n<meta name="light-pages" content="not lightened yet" />'
 
-FONTAWESOME_TAG = re.compile(
-    r'[ \t]*(?:<!--[^>]*custom icons -->\s*)?'
-    r'<script[^>]*scripts/fontawesome\.js[^>]*></script>\n?')
-SEARCH_SCRIPTS = re.compile(
-    r'[ \t]*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|'
-    r'searchindex\.js)"></script>\n?')
-SEARCH_SCRIPT_LEFT = re.compile(r'<script\b[^>]*(?:searchtools|language_data|searchindex)\.js')
-SEARCH_AS_YOU_TYPE_OFF = "DOCUMENTATION_OPTIONS.search_as_you_type = false"
-SEARCH_AS_YOU_TYPE_ON = "DOCUMENTATION_OPTIONS.search_as_you_type = true"
 # Head scripts that nothing before the end of parsing needs (documentation_
 # options.js stays: an inline script right after it sets its pagename).
 DEFERRED = ("doctools.js", "clipboard.min.js",
@@ -170,18 +129,13 @@ SEARCH_HIGHLIGHT_OFF = "const SPHINX_HIGHLIGHT_ENABLED = false;"
 FOLD_LABEL = '<summary aria-label="Toggle hidden content">'
 SEARCH_FIELD_LABEL = re.compile(r'(<button class="btn search-button-field\b[^>]*?) aria-label="Search"')
 SEARCH_FIELD_LABELLED = re.compile(r'<button class="btn search-button-field\b[^>]*\baria-label=')
-# The theme preloads its two scripts (5).
-SCRIPT_PRELOAD = re.compile(r'[ \t]*<link rel="preload" as="script"[^>]*>\n?')
-SCRIPT_PRELOAD_LEFT = re.compile(r'<link\b(?=[^>]*\bpreload\b)(?=[^>]*\bas="?script)[^>]*>')
 # The theme's tab stops (8): the boxes it measures, its call of the
-# measurement at `load` (replaced by TAB_STOPS below), and what marks a box.
+# measurement at `load` (pages.js sets them as boxes are laid out), and the rule.
 THEME_JS = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS_AT_LOAD = re.compile(
     r'"complete"===document\.readyState\?(\w+)\(\):window\.addEventListener\("load",\1\)')
 TAB_STOPS_RULE = "e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1"
 TAB_STOPS_OFF = 'void 0/* light_pages.py: tab stops set as boxes are laid out */'
-SCROLLING_BOXES = ("pre", ".nboutput > .output_area", ".cell_output > .output",
-                   ".jp-RenderedHTMLCommon", ".pst-scrollable-table-container")
 FOCUSABLE_BOX = re.compile(
     r'<(pre|div(?= class="(?:output|pst-scrollable-table-container)\b))\b(?![^>]*\btabindex=)')
 # A box of (9) left without a tab stop, however its attributes are written.
@@ -210,43 +164,6 @@ NAMED_TOGGLE = '<summary aria-label="Pages under: '
 BIBLIOENTRY = 'role="doc-biblioentry"'
 CITATION_NOT_ITEM = re.compile(r'<div\b(?=[^>]*\bclass="citation")(?![^>]*\brole="listitem")[^>]*>')
 TAG = re.compile(r"<[^>]+>")
-# Light-theme rules (of the stylesheets that have them, in the order pages
-# load them), repeated for the dark theme in print.
-LIGHT_RULE = re.compile(r'([^{}]*\[data-theme="?light"?\][^{}]*)\{([^{}]*)\}')
-PRINT_MARK = "/* light_pages: print in light colours */"
-STYLESHEETS_WITH_THEMES = ("_static/styles/pydata-sphinx-theme.css",
-                           "_static/styles/sphinx-book-theme.css",
-                           "_static/pygments.css")
-# With the colour mode "auto", the theme first shows the page with
-# data-theme="auto", which none of its rules (nor pygments') match, until its
-# script, at the end of the page, sets "light" or "dark": code blocks and
-# inline code then change size and push the page down (a layout shift of
-# 0.23 on the cheat sheet, which Lighthouse scores). Set in the head, as the
-# theme's script will.
-THEME_BEFORE_FIRST_PAINT = """\
-(() => {
-  const html = document.documentElement;
-  if (html.dataset.theme === "auto")
-    html.dataset.theme = matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
-})();"""
-TAB_STOPS = """\
-(() => {
-  const laidOut = (entry) => entry.borderBoxSize[0].inlineSize > 0 || entry.borderBoxSize[0].blockSize > 0;
-  const observer = new ResizeObserver((entries) => {
-    const boxes = entries.filter(laidOut).map((entry) => entry.target);
-    const scrolls = boxes.map((box) =>
-      box.scrollWidth > box.clientWidth || box.scrollHeight > box.clientHeight);
-    boxes.forEach((box, i) => { box.tabIndex = scrolls[i] ? 0 : -1; });
-  });
-  document.addEventListener("DOMContentLoaded", () => document
-    .querySelectorAll(SELECTOR).forEach((box) => observer.observe(box)));
-})();""".replace("SELECTOR", json.dumps(", ".join(SCROLLING_BOXES)))
-CLOSE_DRAWER_ON_NAVIGATION = """\
-document.addEventListener("click", (event) => {
-  const link = event.target.closest && event.target.closest("dialog a[href]");
-  const drawer = link && link.closest("dialog");
-  if (drawer && drawer.open) requestAnimationFrame(() => drawer.close());
-});"""
 
 
 def image_size(file):
@@ -395,46 +312,9 @@ def focusable_boxes(text, page, found):
     return text
 
 
-def drop_fontawesome_script(text, page):
-    """The page without the Font Awesome script's tag (1)."""
-    text, count = FONTAWESOME_TAG.subn("", text)
-    if count != 1:
-        raise failure(1, page, f"{count} tags of fontawesome.js found (one expected)")
-    if "fontawesome.js" in text:
-        raise failure(1, page, "fontawesome.js is still named in the page")
-    return text
-
-
-def drop_script_preloads(text, page):
-    """The page without its preloads of scripts (5)."""
-    text, count = SCRIPT_PRELOAD.subn("", text)
-    if not count:
-        raise failure(5, page, "no preload of a script (<link rel=\"preload\" as=\"script\">) found")
-    left = SCRIPT_PRELOAD_LEFT.findall(text)
-    if left:
-        raise failure(5, page, f"preloads of scripts left: {left}")
-    return text
-
-
-def drop_search_scripts(text, page):
-    """A page other than search.html without the search's scripts, when
-    search-as-you-type is off (6)."""
-    if SEARCH_AS_YOU_TYPE_OFF not in text:
-        if SEARCH_AS_YOU_TYPE_ON in text:
-            return text
-        raise failure(6, page, "the page does not say whether search-as-you-type is on "
-                      f"({SEARCH_AS_YOU_TYPE_OFF!r} or true)")
-    text, count = SEARCH_SCRIPTS.subn("", text)
-    left = SEARCH_SCRIPT_LEFT.findall(text)
-    if count != 3 or left:
-        raise failure(6, page, f"{count} of the 3 search scripts found"
-                      + (f", and left: {left}" if left else ""))
-    return text
-
-
 def light_page(text, page, shapes, found=None):
     """A page that Sphinx wrote in this build (it holds PAGE_MARK),
-    rewritten (1, 2, 5, 6, 9 to 14, 17); `found` counts what the rewrites that
+    rewritten (2, 9 to 14, 17); `found` counts what the rewrites that
     depend on the page's content found. A page without the mark is only
     checked to be light already (written by an earlier build, or not by
     Sphinx, such as the redirecting index.html)."""
@@ -442,16 +322,11 @@ def light_page(text, page, shapes, found=None):
 
     found = Counter() if found is None else found
     if PAGE_MARK not in text:
-        if "fontawesome.js" in text or icons.undrawn_icons(text):
-            raise failure(1, page, "a page not lightened: it holds no mark of "
-                          "html-page-context (PAGE_MARK), yet still loads fontawesome.js "
-                          "or has icons not drawn")
+        if icons.undrawn_icons(text):
+            raise failure(2, page, "a page not lightened: it holds no mark of "
+                          "html-page-context (PAGE_MARK), yet has icons not drawn")
         return text
     text = text.replace(PAGE_MARK, "", 1)
-    text = drop_fontawesome_script(text, page)
-    text = drop_script_preloads(text, page)
-    if page.name != "search.html":
-        text = drop_search_scripts(text, page)
     text = breakable_headings(text, page, found)
     text = breakable_inline_code(text, page, found)
     text = references_as_list_items(text, page, found)
@@ -523,26 +398,6 @@ def page_context(app, pagename, templatename, context, doctree):
         deferred_scripts(context["script_files"], f"{pagename}.html")
 
 
-def print_in_light(css, themes, file="_static/book.css"):
-    """`css` (the book's own stylesheet, loaded last) followed by the light
-    rules of the stylesheets `themes`, for the dark theme, in print (15)."""
-    if PRINT_MARK in css:
-        return css
-    rules = []
-    for theme in themes:
-        for selectors, declarations in LIGHT_RULE.findall(theme):
-            if selectors.lstrip().startswith("@"):
-                continue
-            dark = re.sub(r'\[data-theme="?light"?\]', "[data-theme=dark]",
-                          selectors.strip())
-            rules.append(f"{dark}{{{declarations}}}")
-    if not rules:
-        raise failure(15, file, "no light rule ([data-theme=light]) found in the themes' stylesheets")
-    # the dark theme dims pictures; paper does not need that
-    rules.append("html[data-theme=dark] img{filter:none!important}")
-    return css + f"\n{PRINT_MARK}\n@media print{{{''.join(rules)}}}\n"
-
-
 def tab_stops_when_laid_out(script, file=THEME_JS):
     """The theme's script without its measurement of every box at `load`
     (8), or an error if the theme no longer has the measurement where
@@ -590,22 +445,6 @@ def lighten_pages(app, exception):
     if not theme_js.is_file():
         raise failure(8, theme_js, "the theme's script is missing")
     theme_js.write_text(tab_stops_when_laid_out(theme_js.read_text(), theme_js))
-    print_stylesheets(outdir)
-
-
-def print_stylesheets(outdir):
-    """book.css with the light rules of STYLESHEETS_WITH_THEMES for print (15)."""
-    book_css = outdir / "_static" / "book.css"
-    if not book_css.is_file():
-        raise failure(15, book_css, "the book's stylesheet is missing")
-    themes = []
-    for name in STYLESHEETS_WITH_THEMES:
-        if not (outdir / name).is_file():
-            raise failure(15, outdir / name, "the stylesheet is missing")
-        themes.append((outdir / name).read_text())
-        if not LIGHT_RULE.search(themes[-1]):
-            raise failure(15, outdir / name, "has no light rule ([data-theme=light])")
-    book_css.write_text(print_in_light(book_css.read_text(), themes, book_css))
 
 
 # The rewrites that a whole build of the book must find something for.
@@ -617,14 +456,6 @@ def setup(app):
     # after the other extensions' handlers (drop_duplicate_scripts of
     # book_html.py first): the page's final list of scripts
     app.connect("html-page-context", page_context, priority=900)
-    # Rewrites 1 to 6, 8 to 15 and 17 edit what Sphinx wrote: the tags of 1, 5
-    # and 6 are written by the theme's layout template itself (in no list
-    # of the page's context), 2, 9 to 14 and 17 rewrite the body's HTML, and
-    # 3, 4, 8 and 15 files of the theme's static folder, copied at the end.
-    # After the theme's own (pydata-sphinx-theme writes pygments.css then).
+    # after the theme's own handlers (its static files copied)
     app.connect("build-finished", lighten_pages, priority=900)
-    app.add_js_file(None, body=THEME_BEFORE_FIRST_PAINT, priority=100)
-    app.add_js_file(None, body=CLOSE_DRAWER_ON_NAVIGATION)
-    app.add_js_file(None, body=TAB_STOPS)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
-

@@ -41,7 +41,9 @@ def test_aligned_outputs_are_told_from_prose():
 
 
 def test_formulas_become_mathml_or_stop_the_build():
-    tex_to_mathml = light_pages().tex_to_mathml
+    from tools.book import book_extension
+
+    tex_to_mathml = book_extension("mathml").tex_to_mathml
     inline = tex_to_mathml(r"\sigma_j^2 \lVert W_{\ell+1}[:, j]\rVert^2", display=False)
     assert inline.startswith("<math") and "\\" not in inline
     display = tex_to_mathml(r"\begin{aligned}a &= b \\ &\quad + \bigl\lVert c \bigr\rVert"
@@ -62,16 +64,6 @@ def test_inline_code_breaks_before_a_dot_and_after_a_slash_only():
     # a leading dot (an attribute named alone) and an ellipsis never break
     assert '"pre">.data<' in out and "w[0]<wbr>.grad...<" in out
     assert 'class="pre"' in out and "&quot;" in out  # tags and entities untouched
-
-
-def test_print_repeats_the_light_colours_for_the_dark_theme():
-    theme = ('html[data-theme=light]{--pst-color-text-base:#222}'
-             'html[data-theme="dark"]{--pst-color-text-base:#ddd}')
-    book = "p{margin:0}"
-    printed = light_pages().print_in_light(book, [theme])
-    assert printed.startswith(book)
-    assert "@media print{html[data-theme=dark]{--pst-color-text-base:#222}" in printed
-    assert light_pages().print_in_light(printed, [theme]) == printed  # once only
 
 
 def test_the_sidebar_toggle_is_named_after_its_page():
@@ -99,18 +91,3 @@ def test_boxes_that_may_scroll_are_written_focusable_once():
     assert '<div tabindex="0" class="output stream' in out
     assert '<div class="outputs">' in out and '<pre tabindex="-1">' in out
     assert module.FOCUSABLE_BOX.sub(r'<\1 tabindex="0"', out) == out  # once only
-
-
-def test_the_theme_no_longer_measures_every_box_at_load():
-    module = light_pages()
-    script = ('(()=>{function I(){const e=()=>{document.querySelectorAll(["pre"].join(", "))'
-              '.forEach(e=>{' + module.TAB_STOPS_RULE + '})},t=_(e,300);e()}'
-              'e(f),"complete"===document.readyState?I():window.addEventListener("load",I)})();')
-    out = module.tab_stops_when_laid_out(script)
-    assert "addEventListener(\"load\",I)" not in out and module.TAB_STOPS_OFF in out
-    assert out.startswith("(()=>{function I(){") and out.endswith("})();")
-    assert module.tab_stops_when_laid_out(out) == out  # once only
-    # a theme that measures differently stops the build instead of being missed
-    other = script.replace("e.scrollWidth>e.clientWidth", "e.offsetWidth<e.scrollWidth")
-    with pytest.raises(ValueError, match="not where light_pages.py expects it"):
-        module.tab_stops_when_laid_out(other)

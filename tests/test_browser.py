@@ -548,6 +548,7 @@ def favicon_problems(page, site):
 
 def print_problems(page, view):
     page.emulate_media(media="print")
+    page.evaluate("dispatchEvent(new Event('beforeprint'))")  # as a browser printing
     problems = []
     if not page.evaluate(TITLE_PRINTED):
         problems.append("the printed page has no title")
@@ -562,6 +563,7 @@ def print_problems(page, view):
         problems.append(f"print in the {view} view is not dark on light: heading "
                         f"{printed['heading']:.2f}, text {printed['text']:.2f}, "
                         f"paper {printed['paper']:.2f} (luminance)")
+    page.evaluate("dispatchEvent(new Event('afterprint'))")
     page.emulate_media(media="screen")
     return problems
 

@@ -1,7 +1,8 @@
 """Every icon of the built book is drawn, in headless Chromium.
 
-book/_ext/light_pages.py draws the theme's icons as inline SVG when the book
-is built (the theme's script that would draw them is not loaded). Here, on a
+book/_ext/icons.py draws the theme's icons as inline SVG when the book
+is built (book/_templates/layout.html does not load the theme's script that
+would draw them). Here, on a
 few pages of the built book (one view each), every icon element (anything
 with a Font Awesome class) must be an `<svg>` whose path has a shape and
 ink (drawn alone, in the page's colours, it colours pixels), and

@@ -1,5 +1,7 @@
-"""Each rewrite of book/_ext/light_pages.py stops the build when what it
-rewrites is not there, or when its result is not whole.
+"""Each rewrite of book/_ext/light_pages.py (and icons.py) stops the build
+when what it rewrites is not there, or when its result is not whole; the
+theme's layout, lighter (book/_templates/layout.html), leaves out what a page
+does not need.
 
 The inputs are real: the pinned themes' own files (from their installed
 packages) and the pages of a tiny Sphinx project built once with the book's
@@ -23,16 +25,18 @@ import pydata_sphinx_theme
 import pytest
 import sphinx_book_theme
 
-from tools.book import book_extension
-
 ROOT = Path(__file__).resolve().parent.parent
 EXT = ROOT / "book" / "_ext"
 PYDATA_STATIC = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
 BOOK_THEME_STATIC = (Path(sphinx_book_theme.__file__).parent / "theme" / "sphinx_book_theme"
                      / "static")
 
+TEMPLATES = ROOT / "book" / "_templates"
 
-lp = book_extension("light_pages")
+# as Sphinx loads them (icons.py imports light_pages.py)
+sys.path.insert(0, str(EXT))
+import icons  # noqa: E402
+import light_pages as lp  # noqa: E402
 
 
 def png(width, height):
@@ -50,9 +54,10 @@ CONF = f"""\
 import shutil, sys
 sys.path.insert(0, {str(EXT)!r})
 project = "tiny"
-extensions = ["light_pages", "sphinx_design", "sphinx_copybutton", "sphinx_togglebutton"]
+extensions = ["light_pages", "mathml", "sphinx_design", "sphinx_copybutton", "sphinx_togglebutton"]
 html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
+templates_path = [{str(TEMPLATES)!r}]
 html_css_files = ["book.css"]
 html_math_renderer = "mathml"
 
@@ -155,7 +160,7 @@ def fails(number, file, call, *args):
 
 @pytest.fixture(scope="module")
 def shapes():
-    return lp.icon_shapes((PYDATA_STATIC / "scripts" / "fontawesome.js").read_text())
+    return icons.icon_shapes((PYDATA_STATIC / "scripts" / "fontawesome.js").read_text())
 
 
 # -- the whole: the tiny build passes every check, and an error fails a build
@@ -164,13 +169,35 @@ def test_the_pinned_themes_fit_every_rewrite(tiny):
     html, fresh = tiny
     page = (html / "index.html").read_text()
     assert lp.PAGE_MARK in (fresh / "index.html").read_text()
-    assert lp.PAGE_MARK not in page and "fontawesome.js" not in page
-    assert page.count("svg-inline--fa") >= 5 and not lp.undrawn_icons(page)
+    assert lp.PAGE_MARK not in page
+    assert page.count("svg-inline--fa") >= 5 and not icons.undrawn_icons(page)
     assert 'loading="lazy"' in page and 'width="40" height="30"' in page
     assert 'role="listitem"' in page and "owner/<wbr>repository" in page
     assert 'aria-label="Pages under: Part"' in page
     assert lp.TAB_STOPS_OFF in (html / lp.THEME_JS).read_text()
-    assert lp.PRINT_MARK in (html / "_static" / "book.css").read_text()
+
+
+def test_the_layout_loads_only_what_the_page_shows(tiny):
+    """book/_templates/layout.html: no Font Awesome script, no preloads of
+    scripts, the search's scripts and index on search.html only; its script
+    (pages.js) in the head of every page."""
+    html, _ = tiny
+    search = (html / "search.html").read_text()
+    for name in ("index.html", "part.html", "search.html"):
+        page = (html / name).read_text()
+        head = page[:page.index("</head>")]
+        assert "fontawesome.js" not in page, name
+        assert not re.search(r'<link\b[^>]*\bpreload\b', page), name
+        assert head.count('addEventListener("beforeprint"') == 1, name
+        assert head.count('matchMedia("(prefers-color-scheme: dark)")') == 1, name
+        assert "styles/pydata-sphinx-theme.css" in head and ".pst-js-only" in head, name
+        assert '<meta name="viewport"' in head, name
+        # the theme's scripts, at the end of the page
+        assert page.count("scripts/pydata-sphinx-theme.js") == 1, name
+        if name != "search.html":
+            assert not re.search(r"searchtools\.js|language_data\.js|searchindex\.js", page)
+    for script in ("searchtools.js", "language_data.js", "searchindex.js"):
+        assert search.count(script) == 1, script
 
 
 def test_lighten_pages_does_what_the_build_did(tiny, fresh):
@@ -185,8 +212,8 @@ def test_lighten_pages_does_what_the_build_did(tiny, fresh):
 
 def test_an_empty_icon_table_stops_the_build(tmp_path):
     """The case that once passed silently: the icon table parsed to nothing."""
-    planted = CONF.replace('project = "tiny"', 'project = "tiny"\nimport re, light_pages\n'
-                           'light_pages.ICON_ENTRY = re.compile(r"(?!)")')
+    planted = CONF.replace('project = "tiny"', 'project = "tiny"\nimport re, icons\n'
+                           'icons.ICON_ENTRY = re.compile(r"(?!)")')
     write_project(tmp_path / "source", planted)
     run = sphinx_build(tmp_path / "source", tmp_path / "html")
     assert run.returncode != 0
@@ -203,56 +230,44 @@ def test_a_rewrite_that_finds_nothing_in_any_page_stops_a_full_build(fresh):
 def test_a_page_without_the_mark_must_be_light_already(fresh):
     page = fresh / "index.html"
     text = page.read_text().replace(lp.PAGE_MARK, "")
-    fails(1, page, lp.light_page, text, page, {})
+    fails(2, page, lp.light_page, text, page, {})
     redirect = '<meta http-equiv="Refresh" content="0; url=book/intro.html" />'
     assert lp.light_page(redirect, fresh / "redirect.html", {}) == redirect
 
 
 # -- one test per rewrite: it works on the real input, and fails loudly
 
-def test_1_the_font_awesome_script(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    assert "fontawesome.js" not in lp.drop_fontawesome_script(text, page)
-    tag = lp.FONTAWESOME_TAG.search(text).group(0)
-    fails(1, page, lp.drop_fontawesome_script, text.replace(tag, ""), page)
-    # twice, or named again elsewhere (a module preload)
-    fails(1, page, lp.drop_fontawesome_script, text.replace(tag, tag + tag), page)
-    preload = '<link rel="modulepreload" href="_static/scripts/fontawesome.js" />'
-    fails(1, page, lp.drop_fontawesome_script, text.replace(tag, tag + preload), page)
-
-
 def test_2_icons(fresh, shapes):
     assert {pack for pack, _ in shapes} == {"fas", "far", "fab"} and len(shapes) > 1000
     page = fresh / "index.html"
     text = page.read_text()
-    drawn = lp.inline_icons(text, page, shapes)
-    assert drawn.count("svg-inline--fa") == len(lp.ICON_ELEMENT.findall(text)) >= 5
+    drawn = icons.inline_icons(text, page, shapes)
+    assert drawn.count("svg-inline--fa") == len(icons.ICON_ELEMENT.findall(text)) >= 5
     script = (PYDATA_STATIC / "scripts" / "fontawesome.js").read_text()
     # a script written otherwise: no shapes read for a pack, or none at all
-    fails(2, lp.FONTAWESOME_JS, lp.icon_shapes, script.replace('("fab",', '("brands",'))
-    fails(2, lp.FONTAWESOME_JS, lp.icon_shapes, "")
+    fails(2, icons.FONTAWESOME_JS, icons.icon_shapes, script.replace('("fab",', '("brands",'))
+    fails(2, icons.FONTAWESOME_JS, icons.icon_shapes, "")
     # an icon that the script has no shape for
     unknown = text.replace("fa-bars", "fa-not-an-icon", 1)
-    assert "fa-not-an-icon" in fails(2, page, lp.inline_icons, unknown, page, shapes)
+    assert "fa-not-an-icon" in fails(2, page, icons.inline_icons, unknown, page, shapes)
     # an icon element that the pattern does not match (not empty)
     filled = re.sub(r'(<(i|span) class="fa-solid fa-bars">)\s*(</\2>)', r"\1menu\3", text, count=1)
     assert filled != text
-    fails(2, page, lp.inline_icons, filled, page, shapes)
+    fails(2, page, icons.inline_icons, filled, page, shapes)
     # no icon at all
-    fails(2, page, lp.inline_icons, lp.ICON_ELEMENT.sub("", text), page, shapes)
+    fails(2, page, icons.inline_icons, icons.ICON_ELEMENT.sub("", text), page, shapes)
     # a shape without a path
     hollow = {key: (w, h, "") for key, (w, h, _) in shapes.items()}
-    assert 'd=""' in lp.icon_svg(lp.ICON_ELEMENT.search(text), hollow)
-    fails(2, page, lp.inline_icons, text, page, hollow)
+    assert 'd=""' in icons.icon_svg(icons.ICON_ELEMENT.search(text), hollow)
+    fails(2, page, icons.inline_icons, text, page, hollow)
 
 
 def copy_theme_fonts(outdir):
-    for name in lp.THEME_CSS:
+    for name in icons.THEME_CSS:
         source = PYDATA_STATIC if "pydata" in name else BOOK_THEME_STATIC
         (outdir / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source / name.removeprefix("_static/"), outdir / name)
-    for source in lp.FONT_SUBSETS.values():
+    for source in icons.FONT_SUBSETS.values():
         (outdir / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(PYDATA_STATIC / source.removeprefix("_static/"), outdir / source)
 
@@ -261,60 +276,38 @@ def test_3_icon_font_subsets(tmp_path):
     from fontTools.ttLib import TTFont
 
     copy_theme_fonts(tmp_path)
-    lp.write_font_subsets(tmp_path)
-    characters = lp.css_characters(tmp_path)
+    icons.write_font_subsets(tmp_path)
+    characters = icons.css_characters(tmp_path)
     held = set()
-    for target in lp.FONT_SUBSETS:
+    for target in icons.FONT_SUBSETS:
         held |= set(TTFont(tmp_path / target).getBestCmap())
     assert characters <= held and len(characters) >= 10
     # a font missing
-    solid = tmp_path / lp.FONT_SUBSETS["_static/fonts/fa-solid-subset.woff"]
+    solid = tmp_path / icons.FONT_SUBSETS["_static/fonts/fa-solid-subset.woff"]
     kept = solid.read_bytes()
     solid.unlink()
-    fails(3, solid, lp.write_font_subsets, tmp_path)
+    fails(3, solid, icons.write_font_subsets, tmp_path)
     solid.write_bytes(kept)
     # the theme's stylesheet names its icons otherwise
-    css = tmp_path / lp.THEME_CSS[0]
+    css = tmp_path / icons.THEME_CSS[0]
     css.write_text(css.read_text().replace("--pst-icon-", "--pst-glyph-"))
-    fails(3, css, lp.write_font_subsets, tmp_path)
+    fails(3, css, icons.write_font_subsets, tmp_path)
     # a character that neither font has
     css.write_text(css.read_text().replace("--pst-glyph-", "--pst-icon-")
                    + 'html{--pst-icon-x:"\\f00f"}')
-    fails(3, "U+F00F", lp.write_font_subsets, tmp_path)
+    fails(3, "U+F00F", icons.write_font_subsets, tmp_path)
 
 
 def test_4_icon_font_rules(tmp_path):
     css = (PYDATA_STATIC / "styles" / "pydata-sphinx-theme.css").read_text()
-    lighter = lp.without_icon_font_rules(css, "theme.css")
-    assert len(lighter) < len(css) * 0.85 and lp.ICON_RULES_MARK in lighter
-    assert lp.without_icon_font_rules(lighter) == lighter  # once only
-    fails(4, "theme.css", lp.without_icon_font_rules,
+    lighter = icons.without_icon_font_rules(css, "theme.css")
+    assert len(lighter) < len(css) * 0.85 and icons.ICON_RULES_MARK in lighter
+    assert icons.without_icon_font_rules(lighter) == lighter  # once only
+    fails(4, "theme.css", icons.without_icon_font_rules,
           css.replace(":before{content:", "::before{content:"), "theme.css")
     # some rules written another way: left behind
-    fails(4, "theme.css", lp.without_icon_font_rules,
+    fails(4, "theme.css", icons.without_icon_font_rules,
           css.replace(".fa-github:before{", ".fa-github:before {", 1), "theme.css")
-
-
-def test_5_script_preloads(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    assert 'rel="preload"' not in lp.drop_script_preloads(text, page)
-    fails(5, page, lp.drop_script_preloads, lp.SCRIPT_PRELOAD.sub("", text), page)
-    fails(5, page, lp.drop_script_preloads,
-          text.replace('<link rel="preload" as="script"', '<link as="script" rel="preload"', 1),
-          page)
-
-
-def test_6_search_scripts(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    assert "searchindex.js" not in lp.drop_search_scripts(text, page)
-    fails(6, page, lp.drop_search_scripts, text.replace('src="searchindex.js"', 'src="x.js"'),
-          page)
-    fails(6, page, lp.drop_search_scripts,
-          text.replace('<script src="_static/searchtools.js">',
-                       '<script defer src="_static/searchtools.js">'), page)
-    fails(6, page, lp.drop_search_scripts, text.replace(lp.SEARCH_AS_YOU_TYPE_OFF, ""), page)
 
 
 def test_7_head_scripts_deferred():
@@ -446,20 +439,3 @@ def test_14_sidebar_toggles(fresh):
           re.sub(r"(</a><details[^>]*>)<summary>", r"\1<summary class='t'>", text),
           page, found)
 
-
-def test_15_print_in_light(fresh):
-    themes = [(PYDATA_STATIC / "styles" / "pydata-sphinx-theme.css").read_text(),
-              (BOOK_THEME_STATIC / "styles" / "sphinx-book-theme.css").read_text(),
-              (fresh / "_static" / "pygments.css").read_text()]
-    printed = lp.print_in_light("p{margin:0}", themes)
-    assert printed.count("[data-theme=dark]") > 50
-    fails(15, "book.css", lp.print_in_light, "p{}", [t.replace('"light"', '"day"')
-                                                     .replace("=light", "=day") for t in themes],
-          "book.css")
-    book_css = fresh / "_static" / "book.css"
-    lp.print_stylesheets(fresh)
-    assert lp.PRINT_MARK in book_css.read_text()
-    (fresh / "_static" / "pygments.css").write_text(".highlight{color:#000}")
-    fails(15, "pygments.css", lp.print_stylesheets, fresh)
-    (fresh / "_static" / "pygments.css").unlink()
-    fails(15, "pygments.css", lp.print_stylesheets, fresh)

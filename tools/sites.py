@@ -138,7 +138,7 @@ def fresh_source(folder):
     generated includes and tools (which the extension reads)."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "book").mkdir(parents=True)
-    for name in ("_ext", "_static", "_generated"):
+    for name in ("_ext", "_static", "_templates", "_generated"):
         shutil.copytree(BOOK / name, folder / "book" / name)
     shutil.copy(BOOK / "references.bib", folder / "book" / "references.bib")
     os.symlink(ROOT / "tools", folder / "tools")
@@ -218,9 +218,9 @@ def build_class_site():
 
 # --- slides ---------------------------------------------------------------
 
-def light_pages():
-    """book/_ext/light_pages.py (its TeX to MathML converter)."""
-    return book_extension("light_pages")
+def mathml():
+    """book/_ext/mathml.py (its TeX to MathML converter)."""
+    return book_extension("mathml")
 
 
 DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
@@ -289,7 +289,7 @@ def write_slides(folder):
     (local / "plugin" / "notes").mkdir(parents=True)
     shutil.copy(REVEAL / "plugin" / "notes" / "notes.js", local / "plugin" / "notes")
     shutil.copy(REVEAL / "LICENSE", local / "LICENSE")
-    convert = light_pages().tex_to_mathml
+    convert = mathml().tex_to_mathml
     work = BUILD / "slides-src"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

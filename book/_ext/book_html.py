@@ -13,7 +13,8 @@ written in one place. The badge is drawn inline (no external image).
    script twice under Jupyter Book 1.0, and the second copy fails in the
    browser ("Identifier 'THEBE_JS_URL' has already been declared").
 
-4. What each page loads: only what it shows (light_pages.py); text
+4. What each page loads: only what it shows (light_pages.py, icons.py and
+   book/_templates/); formulas as MathML (mathml.py); text
    outputs laid out in columns keep them (output_shapes.py); the book's
    PDF and notebooks linked from each page, and printing with every fold
    open (downloads.py).
@@ -167,6 +168,7 @@ def add_substitutions(app, config):
 def setup(app):
     # What a page loads, and outputs that keep their columns (beside this file).
     app.setup_extension("light_pages")
+    app.setup_extension("mathml")
     app.setup_extension("output_shapes")
     # the book's PDF and notebooks in each page's download menu (beside this file)
     app.setup_extension("downloads")

@@ -1,73 +1,38 @@
 """What a page loads: only what it shows (phones on slow networks).
 
-The pages, the theme's scripts and its stylesheets are rewritten when the
-book is built. Each rewrite below checks that it found what it rewrites and
-that its result is whole, and stops the build otherwise (LightPagesError,
-naming the rewrite, the file and what is missing): a new release of the
-themes (pinned in requirements.txt), of Sphinx or of docutils that writes
-something else fails the build instead of leaving, say, every icon blank.
-Rewrites 7 and 16 edit each page's list of scripts in Sphinx's
-`html-page-context` event; the others edit files once Sphinx has written them (`build-finished`:
-what they change is written by the theme's templates or copied from its
-files, and is in no list the event could edit; each says why below).
+What a template or a setting can do is done there: book/_templates/layout.html
+leaves out of every page's head the Font Awesome script, the preloads of the
+theme's scripts and (but on search.html) the site search's scripts and index,
+and its script (book/_templates/pages.js) settles the colour theme before the
+first paint, prints in light colours, closes the phone's drawer on a tap on a
+link, and sets the tab stops of the boxes that scroll (8); formulas are MathML
+(mathml.py). The rest is rewritten when the book is built, here and in
+icons.py (2 to 4: the theme's icons). Each rewrite checks that it found what
+it rewrites and that its result is whole, and stops the build otherwise
+(LightPagesError, naming the rewrite, the file and what is missing): a new
+release of the themes (pinned in requirements.txt), of Sphinx or of docutils
+that writes something else fails the build instead of leaving, say, every
+icon blank. Rewrites 7 and 16 edit each page's list of scripts in Sphinx's
+`html-page-context` event; the others edit what Sphinx wrote
+(`build-finished`: the body's HTML, and the theme's script, copied at the end).
 
 In every page that Sphinx writes (a page not written by this build, left
 from an earlier one, is checked to be light already):
 
-1. The Font Awesome script is not loaded (1.4 MB; it turns the icons into
-   SVG in the browser): its tag is dropped. Checked: the page has exactly
-   one tag of the script, and none is left. (The theme's layout template
-   writes the tag itself, in no list of the page's context.)
-2. Its icons are drawn inline, as that script would: pydata-sphinx-theme
-   writes them as empty `<i class="fa-solid fa-bars">` elements, each
-   replaced by the same SVG, with the shapes read from the theme's own copy
-   of the script (so they follow the pinned theme). Checked: the shapes read
-   from the script hold all three packs (solid, regular, brands), each with
-   a non-empty path; the page has icons; and every icon element of the page
-   (every element with an `fa-...` class) is now an `<svg>` with a
-   non-empty path.
-3. The few icons the theme's CSS draws with the Font Awesome font (the
-   admonitions' symbols, the breadcrumb arrow, the GitHub mark of shortened
-   GitHub links) come from subsets of its fonts holding only the characters
-   the CSS names (`fa-solid-subset.woff`, 2 kB; `fa-brands-subset.woff`),
-   declared in book.css. Checked: both stylesheets name such characters,
-   both theme fonts are there, each subset holds some of the characters,
-   and every character has a glyph with a shape in one of them.
-4. The theme's stylesheet loses the 2,000 `.fa-*:before{content:...}`
-   rules of the icon font, used by no element once the icons are SVG (a
-   third of the stylesheet). Checked: rules were found and no such rule is
-   left. (A build that writes no page copies no static file: the files of
-   4, 8 and 15 are then those rewritten before, which each one's mark
-   tells.)
-5. The theme's two scripts are not preloaded: they would compete with the
-   stylesheets for a slow network before the first paint, and load at the
-   end of the page anyway (defer). Checked: the page had preloads of
-   scripts and has none left. (Written by the theme's template, as 1.)
-6. The theme loads the site search's scripts and index (`searchindex.js`,
-   90 kB) in every page's head, for its search-as-you-type, which this book
-   keeps off (the search field opens search.html, which loads them itself):
-   they are dropped from the other pages. Checked: the page says whether
-   search-as-you-type is on; when off, all three tags were found and none
-   is left. (Written by the theme's template, as 1.)
 7. The extensions' scripts in the head run after the page is parsed
    (`defer`, in the same order), so that the text shows before they run;
-   not on search.html, whose search scripts run in the head. Done on the
-   page's list of scripts (`html-page-context`). Checked: each script of
-   DEFERRED is in the list, and each is deferred.
-8. Boxes that scroll (code, outputs, tables) take the keyboard's focus, so
-   that the arrow keys scroll them, without measuring the whole page at
-   load. pydata-sphinx-theme gives each box `tabindex` 0 if it scrolls, -1
-   if not, at the `load` event: it reads the size of every box of the page,
-   which lays out every cell that `content-visibility` (book.css) leaves
-   for later, one cell at a time: 55 style recalculations and layouts, a
-   single task of 1.2 s in Lighthouse's phone profile on chapter 5 (its
-   whole total blocking time). The theme's script loses that measurement
-   (TAB_STOPS below applies the same rule with a ResizeObserver, when the
-   browser lays a box out and whenever its size changes, reading sizes the
-   browser has just computed). Checked: the call at `load` and the rule it
-   applies are found where expected, and exactly that call is replaced.
+   not on search.html, whose search scripts run in the head. Checked: each
+   script of DEFERRED is in the page's list of scripts, and each is deferred.
+8. pydata-sphinx-theme gives each box that may scroll `tabindex` 0 if it
+   scrolls, -1 if not, at the `load` event: it reads the size of every box
+   of the page, which lays out every cell that `content-visibility`
+   (book.css) leaves for later: a single task of 1.2 s in Lighthouse's phone
+   profile on chapter 5. The theme's script loses that measurement (pages.js
+   applies the same rule with a ResizeObserver, when the browser lays a box
+   out). Checked: the call at `load` and the rule it applies are found where
+   expected, and exactly that call is replaced.
 9. Every such box is written focusable (`tabindex="0"`, the theme's value
-   for a box that scrolls) until TAB_STOPS settles it. Checked: no `<pre>`,
+   for a box that scrolls) until pages.js settles it. Checked: no `<pre>`,
    output or table box is left without a `tabindex`.
 10. Headings break after a slash ("owner/repository" is one long word
    otherwise), not in the middle of a word. Checked: every heading was
@@ -92,17 +57,12 @@ from an earlier one, is checked to be light already):
    after that page ("Pages under: Teacher's guide ..."): axe-core reports a
    summary without a name as serious (summary-name). Checked: every
    toctree toggle's summary is named.
-15. Print in light colours whatever the reader's theme: the light rules of
-   the themes' stylesheets (and pygments') are repeated for the dark theme
-   under `@media print`, at the end of book.css (the last stylesheet, so
-   that they win). Checked: each of those stylesheets is there and has
-   light rules.
 16. No search highlighting: Sphinx's sphinx_highlight.js marks, on the
    next page the reader opens (even much later), every piece of text that
    holds a word of the last search ("an" inside "and"). It is dropped from
-   every page's list of scripts (`html-page-context`); search.html, whose
-   search script asks whether it is on, is told it is off. Checked: the
-   script was in the list and is no longer.
+   every page's list of scripts; search.html, whose search script asks
+   whether it is on, is told it is off. Checked: the script was in the
+   list and is no longer.
 17. Controls named by the text they show: MyST-NB's toggle of a folded
    cell ("Show code cell source") loses `aria-label="Toggle hidden
    content"`, and the theme's search field button ("Search Ctrl+K") its
@@ -113,17 +73,9 @@ from an earlier one, is checked to be light already):
 Rewrites 9 to 14 and 17 depend on what a page holds; a build that writes every
 page also checks that each of them found something in some page (the
 config value `light_pages_found_somewhere`: a smaller site, such as the
-teacher's pack, without pictures or references, names fewer).
-
-Also, not rewrites: no MathJax (formulas are MathML, written when the book
-is built, `html_math_renderer: mathml` in _config.yml; browsers draw it
-themselves); the colour theme is settled in the head, before the first
-paint, not by the theme's script at the end of the page, so that nothing
-moves (THEME_BEFORE_FIRST_PAINT); on a phone, a tap on a link in the menu or
-contents drawer closes the drawer, so that the reader sees where the link
-leads (CLOSE_DRAWER_ON_NAVIGATION).
+teacher's pack, without pictures or references, names fewer). (Numbers 1, 5,
+6 and 15 were rewrites that layout.html and pages.js replaced.)
 """
-import json
 import re
 import struct
 from collections import Counter
@@ -132,12 +84,9 @@ from pathlib import Path
 from sphinx.errors import SphinxError
 
 REWRITES = {
-    1: "the Font Awesome script not loaded",
     2: "icons drawn as inline SVG",
     3: "icon font subsets",
     4: "icon font rules dropped from the theme's stylesheet",
-    5: "script preloads dropped",
-    6: "search scripts dropped",
     7: "head scripts deferred",
     8: "the theme's tab-stop measurement at load",
     9: "boxes that scroll made focusable",
@@ -146,7 +95,6 @@ REWRITES = {
     12: "images sized and lazy",
     13: "references as list items",
     14: "sidebar toggles named",
-    15: "print in light colours",
     16: "search highlighting off",
     17: "controls named by the text they show",
 }
@@ -164,39 +112,10 @@ def failure(number, file, what):
     return LightPagesError(f"rewrite {number} ({REWRITES[number]}): {file}: {what}")
 
 
-FONTAWESOME_JS = "_static/scripts/fontawesome.js"
-# The subsets of the icon fonts written (declared in book.css), and the
-# theme's fonts they are made from.
-FONT_SUBSETS = {
-    "_static/fonts/fa-solid-subset.woff": "_static/vendor/fontawesome/webfonts/fa-solid-900.ttf",
-    "_static/fonts/fa-brands-subset.woff": "_static/vendor/fontawesome/webfonts/fa-brands-400.ttf",
-}
-THEME_CSS = ("_static/styles/pydata-sphinx-theme.css",
-             "_static/styles/sphinx-book-theme.css")
 # Written into every page's head by `html-page-context`, removed with the
 # rewrites: a page that holds it was written by this build.
 PAGE_MARK = '\n<meta name="light-pages" content="not lightened yet" />'
 
-ICON_ELEMENT = re.compile(
-    r'<(i|span)\s+(class="([^"]*\bfa-[^"]*)"[^>]*?)\s*>\s*</\1>')
-# Any element but an <svg> with a Font Awesome class: an icon not drawn.
-UNDRAWN_ICON = re.compile(
-    r'<(?!svg\b)[a-zA-Z][\w-]*\b[^>]*\bclass="(?:[^"]*\s)?(?:fa|fas|far|fab|fa-[\w-]+)(?:\s[^"]*)?"[^>]*>')
-INLINE_ICON = re.compile(r'<svg\b[^>]*\bsvg-inline--fa\b[^>]*><path fill="currentColor" d="([^"]*)"/></svg>')
-FONTAWESOME_TAG = re.compile(
-    r'[ \t]*(?:<!--[^>]*custom icons -->\s*)?'
-    r'<script[^>]*scripts/fontawesome\.js[^>]*></script>\n?')
-PACK_END = re.compile(r'\("(fab|far|fas)",\w+\)')
-ICON_ENTRY = re.compile(
-    r'(?:"([\w-]+)"|\b([a-z][\w]*)):\[(\d+),(\d+),\[[^\]]*\],"([0-9a-f]+)",'
-    r'(?:"([^"]+)"|\[("[^"]+"(?:,"[^"]+")*)\])\]')
-STYLES = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far"}
-SEARCH_SCRIPTS = re.compile(
-    r'[ \t]*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|'
-    r'searchindex\.js)"></script>\n?')
-SEARCH_SCRIPT_LEFT = re.compile(r'<script\b[^>]*(?:searchtools|language_data|searchindex)\.js')
-SEARCH_AS_YOU_TYPE_OFF = "DOCUMENTATION_OPTIONS.search_as_you_type = false"
-SEARCH_AS_YOU_TYPE_ON = "DOCUMENTATION_OPTIONS.search_as_you_type = true"
 # Head scripts that nothing before the end of parsing needs (documentation_
 # options.js stays: an inline script right after it sets its pagename).
 DEFERRED = ("doctools.js", "clipboard.min.js",
@@ -210,22 +129,13 @@ SEARCH_HIGHLIGHT_OFF = "const SPHINX_HIGHLIGHT_ENABLED = false;"
 FOLD_LABEL = '<summary aria-label="Toggle hidden content">'
 SEARCH_FIELD_LABEL = re.compile(r'(<button class="btn search-button-field\b[^>]*?) aria-label="Search"')
 SEARCH_FIELD_LABELLED = re.compile(r'<button class="btn search-button-field\b[^>]*\baria-label=')
-ICON_FONT_RULES = re.compile(
-    r'\.fa-[\w-]+:before(?:,\.fa-[\w-]+:before)*\{content:"[^"]*"\}')
-ICON_FONT_RULE_LEFT = re.compile(r'\.fa-[\w-]+::?before[^{}]*\{\s*content:\s*"')
-ICON_RULES_MARK = "/* light_pages.py: the .fa-*:before rules of the icon font removed */"
-# The theme preloads its two scripts (5).
-SCRIPT_PRELOAD = re.compile(r'[ \t]*<link rel="preload" as="script"[^>]*>\n?')
-SCRIPT_PRELOAD_LEFT = re.compile(r'<link\b(?=[^>]*\bpreload\b)(?=[^>]*\bas="?script)[^>]*>')
 # The theme's tab stops (8): the boxes it measures, its call of the
-# measurement at `load` (replaced by TAB_STOPS below), and what marks a box.
+# measurement at `load` (pages.js sets them as boxes are laid out), and the rule.
 THEME_JS = "_static/scripts/pydata-sphinx-theme.js"
 TAB_STOPS_AT_LOAD = re.compile(
     r'"complete"===document\.readyState\?(\w+)\(\):window\.addEventListener\("load",\1\)')
 TAB_STOPS_RULE = "e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1"
 TAB_STOPS_OFF = 'void 0/* light_pages.py: tab stops set as boxes are laid out */'
-SCROLLING_BOXES = ("pre", ".nboutput > .output_area", ".cell_output > .output",
-                   ".jp-RenderedHTMLCommon", ".pst-scrollable-table-container")
 FOCUSABLE_BOX = re.compile(
     r'<(pre|div(?= class="(?:output|pst-scrollable-table-container)\b))\b(?![^>]*\btabindex=)')
 # A box of (9) left without a tab stop, however its attributes are written.
@@ -254,104 +164,6 @@ NAMED_TOGGLE = '<summary aria-label="Pages under: '
 BIBLIOENTRY = 'role="doc-biblioentry"'
 CITATION_NOT_ITEM = re.compile(r'<div\b(?=[^>]*\bclass="citation")(?![^>]*\brole="listitem")[^>]*>')
 TAG = re.compile(r"<[^>]+>")
-# Light-theme rules (of the stylesheets that have them, in the order pages
-# load them), repeated for the dark theme in print.
-LIGHT_RULE = re.compile(r'([^{}]*\[data-theme="?light"?\][^{}]*)\{([^{}]*)\}')
-PRINT_MARK = "/* light_pages: print in light colours */"
-STYLESHEETS_WITH_THEMES = ("_static/styles/pydata-sphinx-theme.css",
-                           "_static/styles/sphinx-book-theme.css",
-                           "_static/pygments.css")
-# With the colour mode "auto", the theme first shows the page with
-# data-theme="auto", which none of its rules (nor pygments') match, until its
-# script, at the end of the page, sets "light" or "dark": code blocks and
-# inline code then change size and push the page down (a layout shift of
-# 0.23 on the cheat sheet, which Lighthouse scores). Set in the head, as the
-# theme's script will.
-THEME_BEFORE_FIRST_PAINT = """\
-(() => {
-  const html = document.documentElement;
-  if (html.dataset.theme === "auto")
-    html.dataset.theme = matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
-})();"""
-TAB_STOPS = """\
-(() => {
-  const laidOut = (entry) => entry.borderBoxSize[0].inlineSize > 0 || entry.borderBoxSize[0].blockSize > 0;
-  const observer = new ResizeObserver((entries) => {
-    const boxes = entries.filter(laidOut).map((entry) => entry.target);
-    const scrolls = boxes.map((box) =>
-      box.scrollWidth > box.clientWidth || box.scrollHeight > box.clientHeight);
-    boxes.forEach((box, i) => { box.tabIndex = scrolls[i] ? 0 : -1; });
-  });
-  document.addEventListener("DOMContentLoaded", () => document
-    .querySelectorAll(SELECTOR).forEach((box) => observer.observe(box)));
-})();""".replace("SELECTOR", json.dumps(", ".join(SCROLLING_BOXES)))
-CLOSE_DRAWER_ON_NAVIGATION = """\
-document.addEventListener("click", (event) => {
-  const link = event.target.closest && event.target.closest("dialog a[href]");
-  const drawer = link && link.closest("dialog");
-  if (drawer && drawer.open) requestAnimationFrame(() => drawer.close());
-});"""
-
-
-def icon_shapes(script, file=FONTAWESOME_JS):
-    """{(pack, name): (width, height, path)} from fontawesome.js's text (2):
-    every pack there, each shape with a size and a path, or an error."""
-    shapes, start = {}, 0
-    for end in PACK_END.finditer(script):
-        pack = end.group(1)
-        for entry in ICON_ENTRY.finditer(script, start, end.start()):
-            name = entry.group(1) or entry.group(2)
-            path = entry.group(6) or " ".join(
-                p.strip('"') for p in entry.group(7).split('","'))
-            shapes.setdefault((pack, name),
-                              (int(entry.group(3)), int(entry.group(4)), path))
-        start = end.end()
-    packs = Counter(pack for pack, _ in shapes)
-    missing = [pack for pack in ("fas", "far", "fab") if not packs[pack]]
-    if missing:
-        raise failure(2, file, f"no icon shapes read for the pack(s) {', '.join(missing)} "
-                      f"(read: {dict(packs) or 'none'}); the script is not written "
-                      "as ICON_ENTRY and PACK_END expect")
-    empty = [name for name, (width, height, path) in shapes.items()
-             if not path.strip() or width <= 0 or height <= 0]
-    if empty:
-        raise failure(2, file, f"icons read without a shape: {empty[:5]}")
-    return shapes
-
-
-def icon_svg(match, shapes, page="a page"):
-    """The inline SVG for one `<i class="fa-...">` element (2), or an error
-    if the theme's script has no shape for it."""
-    classes = match.group(3).split()
-    pack = next((STYLES[c] for c in classes if c in STYLES), "fas")
-    names = [c[3:] for c in classes
-             if c.startswith("fa-") and (pack, c[3:]) in shapes]
-    if not names:
-        raise failure(2, page, f"no shape in {FONTAWESOME_JS} for the icon {match.group(0)}")
-    width, height, path = shapes[(pack, names[0])]
-    attributes = match.group(2).replace(
-        f'class="{match.group(3)}"',
-        f'class="{" ".join(classes)} svg-inline--fa"')
-    return (f'<svg {attributes} aria-hidden="true" focusable="false" '
-            f'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}">'
-            f'<path fill="currentColor" d="{path}"/></svg>')
-
-
-def undrawn_icons(text):
-    """The icon elements of a page that are not inline SVG with a shape."""
-    return ([m.group(0) for m in UNDRAWN_ICON.finditer(text)]
-            + [m.group(0)[:80] for m in INLINE_ICON.finditer(text) if not m.group(1).strip()])
-
-
-def inline_icons(text, page, shapes):
-    """Every icon element of the page drawn as inline SVG (2)."""
-    text, count = ICON_ELEMENT.subn(lambda m: icon_svg(m, shapes, page), text)
-    if not count:
-        raise failure(2, page, "no icon element (<i class=\"fa-...\"></i>) found")
-    left = undrawn_icons(text)
-    if left:
-        raise failure(2, page, f"{len(left)} icon(s) not drawn as SVG: {left[:3]}")
-    return text
 
 
 def image_size(file):
@@ -500,67 +312,27 @@ def focusable_boxes(text, page, found):
     return text
 
 
-def drop_fontawesome_script(text, page):
-    """The page without the Font Awesome script's tag (1)."""
-    text, count = FONTAWESOME_TAG.subn("", text)
-    if count != 1:
-        raise failure(1, page, f"{count} tags of {FONTAWESOME_JS} found (one expected)")
-    if "fontawesome.js" in text:
-        raise failure(1, page, "fontawesome.js is still named in the page")
-    return text
-
-
-def drop_script_preloads(text, page):
-    """The page without its preloads of scripts (5)."""
-    text, count = SCRIPT_PRELOAD.subn("", text)
-    if not count:
-        raise failure(5, page, "no preload of a script (<link rel=\"preload\" as=\"script\">) found")
-    left = SCRIPT_PRELOAD_LEFT.findall(text)
-    if left:
-        raise failure(5, page, f"preloads of scripts left: {left}")
-    return text
-
-
-def drop_search_scripts(text, page):
-    """A page other than search.html without the search's scripts, when
-    search-as-you-type is off (6)."""
-    if SEARCH_AS_YOU_TYPE_OFF not in text:
-        if SEARCH_AS_YOU_TYPE_ON in text:
-            return text
-        raise failure(6, page, "the page does not say whether search-as-you-type is on "
-                      f"({SEARCH_AS_YOU_TYPE_OFF!r} or true)")
-    text, count = SEARCH_SCRIPTS.subn("", text)
-    left = SEARCH_SCRIPT_LEFT.findall(text)
-    if count != 3 or left:
-        raise failure(6, page, f"{count} of the 3 search scripts found"
-                      + (f", and left: {left}" if left else ""))
-    return text
-
-
 def light_page(text, page, shapes, found=None):
     """A page that Sphinx wrote in this build (it holds PAGE_MARK),
-    rewritten (1, 2, 5, 6, 9 to 14, 17); `found` counts what the rewrites that
+    rewritten (2, 9 to 14, 17); `found` counts what the rewrites that
     depend on the page's content found. A page without the mark is only
     checked to be light already (written by an earlier build, or not by
     Sphinx, such as the redirecting index.html)."""
+    import icons
+
     found = Counter() if found is None else found
     if PAGE_MARK not in text:
-        if "fontawesome.js" in text or undrawn_icons(text):
-            raise failure(1, page, "a page not lightened: it holds no mark of "
-                          "html-page-context (PAGE_MARK), yet still loads fontawesome.js "
-                          "or has icons not drawn")
+        if icons.undrawn_icons(text):
+            raise failure(2, page, "a page not lightened: it holds no mark of "
+                          "html-page-context (PAGE_MARK), yet has icons not drawn")
         return text
     text = text.replace(PAGE_MARK, "", 1)
-    text = drop_fontawesome_script(text, page)
-    text = drop_script_preloads(text, page)
-    if page.name != "search.html":
-        text = drop_search_scripts(text, page)
     text = breakable_headings(text, page, found)
     text = breakable_inline_code(text, page, found)
     text = references_as_list_items(text, page, found)
     text = named_toggles(text, page, found)
     text = folds_named_by_their_text(text, page, found)
-    text = inline_icons(text, page, shapes)
+    text = icons.inline_icons(text, page, shapes)
     text = focusable_boxes(text, page, found)
     return sized_lazy_images(text, page, found)
 
@@ -626,92 +398,6 @@ def page_context(app, pagename, templatename, context, doctree):
         deferred_scripts(context["script_files"], f"{pagename}.html")
 
 
-def css_characters(outdir):
-    """The Font Awesome characters the theme's CSS draws by itself (3): its
-    `--pst-icon-*` variables and the `content` of the book theme's rules
-    (not the `.fa-*:before` rules of every icon, drawn as SVG here)."""
-    characters = set()
-    for name in THEME_CSS:
-        if not (outdir / name).is_file():
-            raise failure(3, outdir / name, "the theme's stylesheet is missing")
-        css = (outdir / name).read_text()
-        if "pydata" in name:
-            css = " ".join(re.findall(r'--pst-icon-[\w-]+:("[^"]*")', css))
-        named = ({int(c, 16) for c in re.findall(r'"\\(f[0-9a-f]{3})"', css)}
-                 | {ord(c) for c in re.findall('"([\ue000-\uf8ff])"', css)})
-        if not named:
-            raise failure(3, outdir / name, "names no Font Awesome character")
-        characters |= named
-    return characters
-
-
-def write_font_subsets(outdir):
-    """The subsets of the theme's icon fonts (3)."""
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    characters = sorted(css_characters(outdir))
-    drawn = set()
-    for target, source in FONT_SUBSETS.items():
-        if not (outdir / source).is_file():
-            raise failure(3, outdir / source, "the theme's icon font is missing")
-        font = TTFont(outdir / source, recalcTimestamp=False)
-        options = subset.Options()
-        options.flavor = "woff"
-        options.layout_features = []
-        options.name_IDs = []
-        subsetter = subset.Subsetter(options)
-        subsetter.populate(unicodes=characters)
-        subsetter.subset(font)
-        (outdir / target).parent.mkdir(parents=True, exist_ok=True)
-        subset.save_font(font, str(outdir / target), options)
-        written = TTFont(outdir / target)
-        glyphs = written["glyf"]
-        held = {c for c, glyph in (written.getBestCmap() or {}).items()
-                if c in characters and glyphs[glyph].numberOfContours}
-        if not held:
-            raise failure(3, outdir / target, "holds none of the characters the CSS names")
-        drawn |= held
-    missing = [f"U+{c:04X}" for c in characters if c not in drawn]
-    if missing:
-        raise failure(3, outdir / "_static/fonts", f"no glyph with a shape for {missing}")
-
-
-def without_icon_font_rules(css, file=THEME_CSS[0]):
-    """The theme's stylesheet without its `.fa-*:before` rules (4), marked
-    (a build that writes no page copies no static file: the stylesheet is
-    then the one this rewrote before)."""
-    if ICON_RULES_MARK in css:
-        return css
-    css, count = ICON_FONT_RULES.subn("", css)
-    if not count:
-        raise failure(4, file, "no .fa-*:before{content:...} rule found")
-    left = ICON_FONT_RULE_LEFT.findall(css)
-    if left:
-        raise failure(4, file, f"{len(left)} icon font rules left: {left[:3]}")
-    return css + f"\n{ICON_RULES_MARK}\n"
-
-
-def print_in_light(css, themes, file="_static/book.css"):
-    """`css` (the book's own stylesheet, loaded last) followed by the light
-    rules of the stylesheets `themes`, for the dark theme, in print (15)."""
-    if PRINT_MARK in css:
-        return css
-    rules = []
-    for theme in themes:
-        for selectors, declarations in LIGHT_RULE.findall(theme):
-            if selectors.lstrip().startswith("@"):
-                continue
-            dark = re.sub(r'\[data-theme="?light"?\]', "[data-theme=dark]",
-                          selectors.strip())
-            rules.append(f"{dark}{{{declarations}}}")
-    if not rules:
-        raise failure(15, file, "no light rule ([data-theme=light]) found in the themes' stylesheets")
-    # the dark theme dims pictures; paper does not need that
-    rules.append("html[data-theme=dark] img{filter:none!important}")
-    return css + f"\n{PRINT_MARK}\n@media print{{{''.join(rules)}}}\n"
-
-
 def tab_stops_when_laid_out(script, file=THEME_JS):
     """The theme's script without its measurement of every box at `load`
     (8), or an error if the theme no longer has the measurement where
@@ -734,11 +420,13 @@ def tab_stops_when_laid_out(script, file=THEME_JS):
 def lighten_pages(app, exception):
     if exception is not None or app.builder.format != "html":
         return
+    import icons
+
     outdir = Path(app.outdir)
-    script = outdir / FONTAWESOME_JS
+    script = outdir / icons.FONTAWESOME_JS
     if not script.is_file():
         raise failure(2, script, "the theme's Font Awesome script is missing")
-    shapes = icon_shapes(script.read_text(), script)
+    shapes = icons.icon_shapes(script.read_text(), script)
     found, fresh = Counter(), 0
     for page in outdir.rglob("*.html"):
         if "_static" in page.relative_to(outdir).parts:
@@ -752,109 +440,11 @@ def lighten_pages(app, exception):
         for number in app.config.light_pages_found_somewhere:
             if not found[number]:
                 raise failure(number, outdir, "found nothing to rewrite in any page")
-    write_font_subsets(outdir)
+    icons.theme_icon_files(outdir)
     theme_js = outdir / THEME_JS
     if not theme_js.is_file():
         raise failure(8, theme_js, "the theme's script is missing")
     theme_js.write_text(tab_stops_when_laid_out(theme_js.read_text(), theme_js))
-    theme_css = outdir / THEME_CSS[0]
-    if not theme_css.is_file():
-        raise failure(4, theme_css, "the theme's stylesheet is missing")
-    theme_css.write_text(without_icon_font_rules(theme_css.read_text(), theme_css))
-    print_stylesheets(outdir)
-
-
-def print_stylesheets(outdir):
-    """book.css with the light rules of STYLESHEETS_WITH_THEMES for print (15)."""
-    book_css = outdir / "_static" / "book.css"
-    if not book_css.is_file():
-        raise failure(15, book_css, "the book's stylesheet is missing")
-    themes = []
-    for name in STYLESHEETS_WITH_THEMES:
-        if not (outdir / name).is_file():
-            raise failure(15, outdir / name, "the stylesheet is missing")
-        themes.append((outdir / name).read_text())
-        if not LIGHT_RULE.search(themes[-1]):
-            raise failure(15, outdir / name, "has no light rule ([data-theme=light])")
-    book_css.write_text(print_in_light(book_css.read_text(), themes, book_css))
-
-
-# Mathematics as MathML, written when the book is built: browsers draw it
-# themselves, so no page loads MathJax (2 MB before compression, and
-# seconds of script on a phone). latex2mathml converts the TeX; a few
-# constructions it does not know are rewritten first into ones it does.
-# book.css gives <math> the font book/_static/fonts/math.woff: a subset of
-# DejaVu Math TeX Gyre (Debian's fonts-dejavu-extra; public domain math
-# extensions) with its MATH table, made by `write_math_font` below.
-TEX_REWRITES = (
-    (re.compile(r"\\begin\{aligned\}|\\end\{aligned\}"), ""),
-    (re.compile(r"\\(?:big|Big|bigg|Bigg)[lr]?(?=\\|[|()\[\]])"), ""),
-)
-
-
-def tex_to_mathml(tex, display):
-    from latex2mathml.converter import convert
-
-    for pattern, replacement in TEX_REWRITES:
-        tex = pattern.sub(replacement, tex)
-    if display and "\\\\" in tex and "\\begin{" not in tex:
-        tex = r"\begin{split}" + tex + r"\end{split}"
-    mathml = convert(tex.strip(), display="block" if display else "inline")
-    # A norm's bars keep their size (latex2mathml leaves them stretchy,
-    # and browsers then stretch them to the height of the whole row).
-    mathml = mathml.replace("<mo>&#x02016;</mo>", '<mo stretchy="false">&#x02016;</mo>')
-    if "\\" in re.sub(r"<[^>]+>", "", mathml):
-        raise ValueError(f"latex2mathml left TeX in its output for {tex!r}")
-    return mathml
-
-
-def write_math_font(source, target):
-    """The subset of a math font the book's formulas need: ASCII, Greek, the
-    operators, arrows and delimiters, and the italic, double-struck and
-    Greek-italic letters of Unicode's math alphabets, with the MATH table
-    that sizes sums, fences and scripts."""
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    characters = (
-        [*range(0x20, 0x7F), 0xA0, 0xAC, 0xB1, 0xB7, 0xD7, 0xF7,
-         *range(0x391, 0x3CA), 0x3D1, 0x3D5, 0x3F0, 0x3F1, 0x3F5,
-         0x2016, 0x2026, 0x2032, 0x2033, 0x2212, 0x2215, 0x221A, 0x221E,
-         *range(0x2190, 0x2195), 0x21D2, 0x21D4, *range(0x2200, 0x2270),
-         0x2282, 0x2283, 0x2286, 0x2287, 0x22A4, 0x22A5, 0x22C5, 0x22EF,
-         *range(0x2308, 0x230C), *range(0x27E8, 0x27EC),
-         0x210E, 0x2113, 0x2115, 0x211A, 0x211D, 0x2124,
-         *range(0x1D434, 0x1D468), *range(0x1D538, 0x1D56C),
-         *range(0x1D6E2, 0x1D71C)])
-    options = subset.Options()
-    options.flavor = "woff"
-    options.layout_features = ["*"]
-    options.name_IDs = [0, 1, 2, 3, 4, 5, 6, 13, 14]
-    options.drop_tables = [t for t in options.drop_tables if t != "MATH"] + ["FFTM"]
-    font = TTFont(source)
-    subsetter = subset.Subsetter(options)
-    subsetter.populate(unicodes=characters)
-    subsetter.subset(font)
-    subset.save_font(font, str(target), options)
-
-
-def visit_math(self, node):
-    from docutils import nodes
-
-    self.body.append(self.starttag(node, "span", "", CLASS="math notranslate"))
-    self.body.append(tex_to_mathml(node.astext(), display=False) + "</span>")
-    raise nodes.SkipNode
-
-
-def visit_displaymath(self, node):
-    from docutils import nodes
-
-    self.body.append(self.starttag(node, "div", CLASS="math notranslate"))
-    parts = [part for part in node.astext().split("\n\n") if part.strip()]
-    for part in parts:
-        self.body.append(tex_to_mathml(part, display=True))
-    self.body.append("</div>\n")
-    raise nodes.SkipNode
 
 
 # The rewrites that a whole build of the book must find something for.
@@ -863,25 +453,9 @@ FOUND_SOMEWHERE = (9, 10, 11, 12, 13, 14, 17)
 
 def setup(app):
     app.add_config_value("light_pages_found_somewhere", list(FOUND_SOMEWHERE), "html")
-    app.add_html_math_renderer("mathml", (visit_math, None),
-                               (visit_displaymath, None))
     # after the other extensions' handlers (drop_duplicate_scripts of
     # book_html.py first): the page's final list of scripts
     app.connect("html-page-context", page_context, priority=900)
-    # Rewrites 1 to 6, 8 to 15 and 17 edit what Sphinx wrote: the tags of 1, 5
-    # and 6 are written by the theme's layout template itself (in no list
-    # of the page's context), 2, 9 to 14 and 17 rewrite the body's HTML, and
-    # 3, 4, 8 and 15 files of the theme's static folder, copied at the end.
-    # After the theme's own (pydata-sphinx-theme writes pygments.css then).
+    # after the theme's own handlers (its static files copied)
     app.connect("build-finished", lighten_pages, priority=900)
-    app.add_js_file(None, body=THEME_BEFORE_FIRST_PAINT, priority=100)
-    app.add_js_file(None, body=CLOSE_DRAWER_ON_NAVIGATION)
-    app.add_js_file(None, body=TAB_STOPS)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
-
-
-if __name__ == "__main__":
-    # python book/_ext/light_pages.py /usr/share/fonts/truetype/dejavu/DejaVuMathTeXGyre.ttf
-    import sys
-
-    write_math_font(sys.argv[1], Path(__file__).parent.parent / "_static" / "fonts" / "math.woff")

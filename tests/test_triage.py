@@ -182,8 +182,14 @@ def test_read_message_never_raises_on_any_text(text):
 @settings(max_examples=50, deadline=None, derandomize=True)
 @given(st.one_of(st.integers(), st.floats(), st.binary(max_size=50), st.none(),
                  st.lists(st.integers(), max_size=3)))
-def test_read_message_never_raises_on_any_object(value):
-    assert ch.read_message(value).kind == "unknown"
+def test_read_message_refuses_what_is_not_text_and_names_it(value):
+    with pytest.raises(TypeError, match=f"got {type(value).__name__}$"):
+        ch.read_message(value)
+
+
+def test_an_exception_reads_as_its_message():
+    text = SHAPES[0]["text"]
+    assert ch.read_message(RuntimeError(text)) == ch.read_message(text)
 
 
 def test_the_chapters_neighbours_made_live_read_as_their_cause():

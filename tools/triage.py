@@ -7,9 +7,9 @@ The triage page (book/triage.md, its script book/_static/triage.js) reads a
 pasted error in the browser, with no Python. What it reads by is written here
 from two sources, so that it never disagrees with the book:
 
-- the rules (MESSAGE_RULES, NODE_RULES, HINT_RULES, WHERE_RULES, CAUSES): chapter 6's cell
-  `message-rules`, the very table its `read_message` reads by. Only that
-  cell is run (it imports nothing but `re` and `typing`). Each cause's
+- the rules (MESSAGE_RULES, NODE_RULES, HINT_RULES, WHERE_RULES, CAUSES): chapter 6's cells
+  `RULES_CELLS`, the very tables its `read_message` reads by. Only those
+  cells are run (they import nothing but `re` and `typing`). Each cause's
   section title becomes a link to that `## ` heading of chapter 6 (refused
   if the chapter has no such heading);
 - which forward operation made each backward node, and its inputs in the
@@ -28,21 +28,22 @@ from docutils.nodes import make_id
 from tools.book import BOOK, ROOT, torch_pin
 
 CHAPTER = BOOK / "06_any_layer_any_node.ipynb"
-RULES_CELL = "message-rules"
+RULES_CELLS = ("message-rules", "node-rules", "message-causes", "read-message")
 OUTPUT = BOOK / "_static" / "triage_rules.js"
-HEADER = ("// Written by `python -m tools.triage` (make generate) from chapter 6's cell\n"
-          "// `message-rules` and the derivatives.yaml of torch {torch}; not edited by hand.\n")
+HEADER = ("// Written by `python -m tools.triage` (make generate) from chapter 6's rules\n"
+          "// cells and the derivatives.yaml of torch {torch}; not edited by hand.\n")
 
 
 def rules_namespace(chapter=CHAPTER, notebook=None):
-    """The names chapter 6's rules cell defines (from `notebook`, the chapter
+    """The names chapter 6's rules cells define (from `notebook`, the chapter
     as `make generate` is about to write it, or else from disk)."""
     notebook = nbformat.read(chapter, as_version=4) if notebook is None else notebook
-    cells = [c for c in notebook.cells if c.get("id") == RULES_CELL]
-    if len(cells) != 1:
-        raise LookupError(f"{chapter.name}: no single cell with id {RULES_CELL!r}")
     namespace = {}
-    exec(compile(cells[0].source, f"{chapter.name}[{RULES_CELL}]", "exec"), namespace)
+    for name in RULES_CELLS:
+        cells = [c for c in notebook.cells if c.get("id") == name]
+        if len(cells) != 1:
+            raise LookupError(f"{chapter.name}: no single cell with id {name!r}")
+        exec(compile(cells[0].source, f"{chapter.name}[{name}]", "exec"), namespace)
     return namespace, notebook
 
 

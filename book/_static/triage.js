@@ -1,7 +1,7 @@
 /* The triage box: reads a pasted PyTorch error in the browser, no server.
  *
  * It reads by window.TRIAGE_RULES (triage_rules.js, written by
- * `python -m tools.triage` from chapter 6's `message-rules` cell and the
+ * `python -m tools.triage` from chapter 6's rules cells and the
  * pinned torch's derivatives.yaml), the very table chapter 6's read_message
  * reads by: readMessage below follows read_message step by step, and
  * tests/test_triage_browser.py holds the two to the same readings. */

@@ -53,7 +53,9 @@ book-strict: setup ## build the whole book, every Sphinx warning an error
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # Every file written from another: setup cells and helper copies in the
-# chapters, the student edition, the tables under book/_generated.
+# chapters, the student edition, the tables under book/_generated (which
+# holds nothing else: `generate-check` fails on a file there that no
+# generator writes; what is measured is kept in book/_data).
 generate: setup ## write every generated file (copies, student edition, tables)
 	$(PY) -m tools.generate
 
@@ -143,7 +145,7 @@ study: setup ## the pruning study of chapters 5 and 7 over many seeds (cached)
 	$(PY) -m tools.generate
 
 # The study's verdicts on seeds it never stored: 10 new seeds per chapter
-# (cached beside the study, in book/_generated/study/*.new_seeds.json); fails
+# (cached beside the study, in book/_data/study/*.new_seeds.json); fails
 # if a verdict changes direction (lower <-> higher) on them, alone or pooled.
 study-check: setup ## rerun the study on 10 new seeds; fail if a verdict flips
 	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study --check
@@ -162,7 +164,7 @@ lighthouse: book node_modules/.package-lock.json ## Lighthouse on every page, ag
 
 # Inference speed of dense vs pruned models, and what TNVP's statistics add
 # to training (timings: not part of `make test`). The overhead is stored in
-# book/_generated/bench/ and written into chapter 5 by `make generate`.
+# book/_data/bench/ and written into chapter 5 by `make generate`.
 bench: setup ## inference speed of dense vs pruned models; the statistics' overhead, stored
 	$(PY) -m benchmarks.tnvp_speed
 	$(PY) -m tools.generate
@@ -170,8 +172,8 @@ bench: setup ## inference speed of dense vs pruned models; the statistics' overh
 # Every chapter run alone on each torch release of torch_releases.txt (one
 # venv under ../venvs, moved from release to release, removed at the end
 # unless KEEP=1; VERSIONS="2.5.1 2.9.1" picks a subset), then facts read from
-# each release's wheel; both write files under book/_generated that
-# book/versions.md includes. Cached by the chapters' code and the pins
+# each release's wheel; both keep what they measured in book/_data and write
+# the tables under book/_generated that book/versions.md includes. Cached by the chapters' code and the pins
 # installed: a rerun only runs what changed.
 versions: setup ## every chapter alone on each supported torch release (long)
 	nice -n 10 $(PY) -m tools.versions

@@ -38,7 +38,7 @@ everything (the variables are set here unless the environment sets them),
 and torch runs one thread.
 
 The overhead lines are also stored, with the machine, torch and date of the
-run, in book/_generated/bench/tnvp_overhead.json (tools.bench), which
+run, in book/_data/bench/tnvp_overhead.json (tools.bench), which
 chapter 5 shows (`make generate` copies it into the chapter).
 """
 import os

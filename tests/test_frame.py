@@ -184,12 +184,13 @@ def folded(cell):
         "remove-input" in tags(cell) and "study" in cell.metadata)
 
 
-def long_visible_cells(notebook, limit=MAX_VISIBLE_LINES):
-    """[(index, id, lines)] for each code cell a reader sees unfolded that is
-    longer than `limit` lines: show a short core, fold the hardened version."""
+def long_visible_cells(notebook, limit=MAX_VISIBLE_LINES, folded_too=False):
+    """[(index, id, lines)] for each code cell a reader sees unfolded (any
+    code cell if `folded_too`) that is longer than `limit` lines: show a
+    short core, fold the hardened version."""
     return [(index, cell.get("id"), len(cell.source.splitlines()))
             for index, cell in enumerate(notebook.cells)
-            if cell.cell_type == "code" and not folded(cell)
+            if cell.cell_type == "code" and (folded_too or not folded(cell))
             and len(cell.source.splitlines()) > limit]
 
 
@@ -207,6 +208,33 @@ def test_the_length_check_finds_a_long_cell_and_lets_a_folded_one_pass():
     notebook.cells[1].source = "# @title A long helper\n" + long_source
     notebook.cells[1].metadata.update({"tags": ["hide-input"], "cellView": "form"})
     assert long_visible_cells(notebook) == []
+    assert long_visible_cells(notebook, 40, folded_too=True) == [(1, "too-long", 42)]
+
+
+MAX_CODE_LINES = 150
+# Folded cells of chapter 6 still over the limit: tables, to be split from the
+# code that walks them. No other cell may be; remove each name once split.
+LONG_CELLS_ALLOWED = {"message-rules", "check-module-shapes"}
+
+
+def test_no_code_cell_is_longer_than_150_lines(chapter):
+    """Folded or not, written by hand or by `make generate` (a copy of several
+    cells is one cell per source; a stored study is one line per seed)."""
+    long_cells = [(index, cell_id) for index, cell_id, _ in
+                  long_visible_cells(chapter, MAX_CODE_LINES, folded_too=True)]
+    assert [cell_id for _, cell_id in long_cells
+            if cell_id not in LONG_CELLS_ALLOWED] == []
+
+
+CHAPTERS_WITH_A_STUDY = ("05_variance_pruning.ipynb", "07_tnvp_language_model.ipynb")
+
+
+def test_the_chapters_with_a_study_and_their_student_editions_weigh_under_2_mb():
+    """The study is stored as data (one line of numbers per seed), the plots
+    once: chapters 5 and 7, both editions, under 2,000,000 bytes."""
+    paths = [folder / name for folder in (CHAPTERS[0].parent, CHAPTERS[0].parent / "student")
+             for name in CHAPTERS_WITH_A_STUDY]
+    assert sum(path.stat().st_size for path in paths) < 2_000_000
 
 
 # Ids that Jupyter or nbformat made up: a cell other chapters copy, or a

@@ -54,13 +54,50 @@ def test_the_key_follows_the_pins_that_can_change_the_numbers(stem, monkeypatch)
     assert study.key(stem, "main", config, 0, "2.13.0") == base
 
 
-def test_the_stored_study_cell_says_where_it_comes_from():
-    source = study.study_cell_source(CHAPTERS[0])
-    assert source.startswith("# @title The stored study")
-    assert f"book/_generated/study/{CHAPTERS[0]}.json" in source
+def chapter_helpers():
+    """The namespace of chapter 5's `read-study` cell: read_study,
+    live_against_stored (chapter 7 carries a copy)."""
+    cell = next(c for c in nbformat.read(study.BOOK / f"{CHAPTERS[0]}.ipynb", 4).cells
+                if c.get("id") == "read-study")
     namespace = {}
+    exec(cell.source, namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_the_stored_study_cell_is_data_that_reads_back_as_the_study(stem):
+    """One line per seed, and read_study gives back every number stored."""
+    source = study.study_cell_source(stem)
+    assert source.startswith("# @title The stored study")
+    assert f"book/_data/study/{stem}.json" in source
+    runs, data = study.study_data(stem)
+    new, _ = study.study_data(stem, new=True)
+    seeds = sum(len(seeds) for part in (runs, new) for seeds in part.values())
+    assert len(source.splitlines()) == 4 + 1 + seeds + 1
+    namespace = chapter_helpers()
     exec(source, namespace)
-    assert set(namespace["STUDY"]) == {"torch", "kernels", "environment", "runs", "new_seeds"}
+    stored = namespace["STUDY"]
+    assert set(stored) == {"torch", "kernels", "environment", "runs", "new_seeds"}
+    assert (stored["runs"], stored["new_seeds"], stored["torch"]) == (runs, new, data["torch"])
+
+
+def test_a_live_seed_is_held_to_the_spread_of_the_stored_seeds():
+    """live_against_stored passes seed 0 against itself and fails another
+    seed in its place, or seed 0 with compensation broken (each method with
+    compensation run as the same method without it)."""
+    live_against_stored = chapter_helpers()["live_against_stored"]
+    runs = study.study_data(CHAPTERS[0])[0]["main"]
+    methods = {name: entry for name, entry in runs[0].items()
+               if isinstance(entry, dict) and "final" in entry}
+    distance, tolerance = live_against_stored(methods, runs)
+    assert distance == 0 and tolerance > 0
+    assert live_against_stored({n: runs[1][n] for n in methods}, runs)[0] >= tolerance
+    broken = {name: dict(methods[name.replace(" + compensation", "")]) if "+ compensation" in name
+              else entry for name, entry in methods.items()}
+    broken["TNVP"] = dict(methods["TNVP, no compensation"])
+    assert live_against_stored(broken, runs)[0] >= tolerance
+    with pytest.raises(ValueError, match="other numbers"):
+        live_against_stored({"TNVP": dict(methods["TNVP"], final=[1, 2])}, runs)
 
 
 def chapter_after(change):
@@ -131,8 +168,8 @@ def test_rekey_moves_only_seeds_run_on_the_same_code(monkeypatch):
         "1": {"key": study.legacy_key(stem, "main", config, 1, version, other_code)},
         "2": {"key": "0123456789abcdef"}}}}}
     saved = {}
-    monkeypatch.setattr(study, "load", lambda s: data)
-    monkeypatch.setattr(study, "save", lambda s, d: saved.update(d))
+    monkeypatch.setattr(study, "load", lambda s, new=False: data)
+    monkeypatch.setattr(study, "save", lambda s, d, new=False: saved.update(d))
     monkeypatch.setattr(study, "git_versions", lambda path: [today, commented, other_code])
     assert study.rekey(stem, version) == 1
     seeds = saved["variants"]["main"]["seeds"]

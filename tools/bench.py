@@ -3,7 +3,7 @@
 `make bench` (benchmarks/tnvp_speed.py) measures what TNVP's statistics add
 to each chapter's real training loop, with a 95% interval and the floor of
 any tracker that summarizes every batch with one kernel call, and stores it
-in book/_generated/bench/<name>.json with the machine, torch and date of the
+in book/_data/bench/<name>.json with the machine, torch and date of the
 run. A chapter cell marked `"bench": "<name>"` receives it as
 `BENCH = {...}` from `make generate` (a chapter runs alone, in Colab too: it
 cannot read the file), and the cells after it print and check it.
@@ -11,9 +11,9 @@ cannot read the file), and the cells after it print and check it.
 import json
 import pprint
 
-from tools.book import GENERATED
+from tools.book import DATA
 
-RESULTS = GENERATED / "bench"
+RESULTS = DATA / "bench"
 
 
 def results_path(name):
@@ -39,6 +39,6 @@ def bench_cell_source(name):
     literal = pprint.pformat(data, width=96, compact=True, sort_dicts=False)
     return "\n".join([
         f"# @title The stored benchmark: measured by `make bench` on torch {data['torch']}",
-        f"# From book/_generated/bench/{name}.json, written by benchmarks/tnvp_speed.py;",
+        f"# From book/_data/bench/{name}.json, written by benchmarks/tnvp_speed.py;",
         "# `make generate` writes this cell.",
         f"BENCH = {literal}"])

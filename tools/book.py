@@ -32,7 +32,8 @@ def book_extension(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-GENERATED = BOOK / "_generated"
+GENERATED = BOOK / "_generated"     # derived files only: `make generate` writes each
+DATA = BOOK / "_data"               # inputs: the plan, and what was measured
 REQUIREMENTS = ROOT / "requirements.txt"
 RELEASES = ROOT / "torch_releases.txt"
 

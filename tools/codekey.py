@@ -61,6 +61,16 @@ def normalized(source):
     return ast.unparse(_without_docstrings(tree))
 
 
+def statements(source):
+    """The top-level statements of one cell as the keys see them (as
+    `normalized`), one string each: equal for code cut into cells otherwise."""
+    try:
+        tree = ast.parse(_python(source))
+    except SyntaxError:
+        return ["\0text\0" + source]
+    return [ast.unparse(node) for node in _without_docstrings(tree).body]
+
+
 def digest(text):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

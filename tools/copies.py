@@ -8,9 +8,10 @@ where its code comes from in its metadata,
     "copy_of": ["04_every_way_out.ipynb#prune-linear-pair", ...],
     "copy_title": "prune_linear_pair, the pair surgery"
 
-naming source cells by notebook and cell id; `make generate` writes its
-source (the sources in that order, under a folded title that says where they
-are explained), its tags (`generated`, `hide-input`), its form view and its
+naming a source cell by notebook and cell id (a copy cell naming several
+becomes one copy cell per source, in that order: `one_copy_per_source`);
+`make generate` writes its source (under a folded title that says where it
+is explained), its tags (`generated`, `hide-input`), its form view and its
 `copy_hash`, the hash of the text it wrote: a copy whose text no longer
 matches its hash was edited by hand, one that matches it but not its source
 is merely stale (`make generate --check` says which). Each source cell gets
@@ -33,6 +34,8 @@ import copy
 import difflib
 import hashlib
 from pathlib import Path
+
+import nbformat
 
 from tools.bench import bench_cell_source
 from tools.book import BOOK, chapter_number, pins, tags
@@ -147,28 +150,45 @@ def body(source):
     return _split_head(source)[2]
 
 
-def copy_parts(cell, notebooks):
-    """(header lines, [(reference, body)]) of the source a copy cell must have."""
+def copy_source(cell, notebooks):
+    """The source a copy cell must have, from the one cell it names."""
     references = cell.metadata["copy_of"]
     title = cell.metadata.get("copy_title")
-    if not references or not title or not isinstance(references, list):
-        raise ValueError("a copy cell needs copy_of (a list) and copy_title")
-    chapters = {reference.partition("#")[0] for reference in references}
-    if len(chapters) != 1:
-        raise ValueError(f"one copy cell copies from one chapter, got {sorted(chapters)}")
-    name = chapters.pop()
+    if not isinstance(references, list) or len(references) != 1 or not title:
+        raise ValueError("a copy cell needs copy_of (a list of one cell) and copy_title")
+    name = references[0].partition("#")[0]
     number = chapter_number(name)
-    header = [f"# @title {title} (copied from chapter {number})",
-              f"# Copied from chapter {number} ({name}), where it is explained.",
-              "# Written by `make generate`: edit the original, not this copy."]
-    return header, [(reference, body(find_source(reference, notebooks).source).strip("\n"))
-                    for reference in references]
+    return "\n".join([f"# @title {title} (copied from chapter {number})",
+                      f"# Copied from chapter {number} ({name}), where it is explained.",
+                      "# Written by `make generate`: edit the original, not this copy.",
+                      body(find_source(references[0], notebooks).source).strip("\n")])
 
 
-def copy_source(cell, notebooks):
-    """The source a copy cell must have, from the cells it names."""
-    header, bodies = copy_parts(cell, notebooks)
-    return "\n".join(header) + "\n" + "\n\n\n".join(text for _, text in bodies)
+def one_copy_per_source(path, notebook, notebooks):
+    """`notebook` with each copy cell that names several source cells made
+    into one copy cell per source, in order (each under 150 lines as its
+    source is): id `copy-<source id>`, titled by the source's `# @title`,
+    or by the copy's own title if the source has none."""
+    cells = []
+    for cell in notebook.cells:
+        references = cell.metadata.get("copy_of") or []
+        if len(references) < 2:
+            cells.append(cell)
+            continue
+        for reference in references:
+            part = nbformat.v4.new_code_cell(metadata=copy.deepcopy(cell.metadata))
+            part["id"] = f"copy-{reference.partition('#')[2]}"
+            title = find_source(reference, notebooks).source.split("\n")[0]
+            part.metadata.update(copy_of=[reference], copy_title=(
+                title.removeprefix("# @title ") if title.startswith("# @title ")
+                else cell.metadata.get("copy_title")))
+            part.metadata.pop("copy_hash", None)
+            cells.append(part)
+    ids = [cell.get("id") for cell in cells]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{Path(path).name}: two cells share an id after splitting its copies")
+    notebook.cells = cells
+    return notebook
 
 
 def digest(text):
@@ -213,7 +233,7 @@ def with_generated_cells(notebooks):
     copied = copies_of(notebooks)
     result = {}
     for path, notebook in notebooks.items():
-        notebook = copy.deepcopy(notebook)
+        notebook = one_copy_per_source(path, copy.deepcopy(notebook), notebooks)
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         if not code or "setup" not in code[0].metadata:
             raise ValueError(f"{path.name}: the first code cell must be the setup "
@@ -266,29 +286,6 @@ def _diff(old, new, name):
     return lines
 
 
-def edited_sources(cell, text, notebooks):
-    """The references of a copy cell whose part of the copy `text` differs
-    from what they produce (where a hand edit of the copy belongs)."""
-    header, bodies = copy_parts(cell, notebooks)
-    spans, line = [], len(header)
-    for reference, part in bodies:
-        count = len(part.split("\n"))
-        spans.append((line, line + count, reference))
-        line += count + 2                       # the two blank lines between parts
-    wanted = copy_source(cell, notebooks).split("\n")
-    matcher = difflib.SequenceMatcher(None, wanted, text.split("\n"), autojunk=False)
-    touched = []
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        for start, stop, reference in spans:
-            # a change within the part, or an insertion right at its end
-            if (start < i2 and i1 < stop) or (i1 == i2 and start <= i1 <= stop):
-                if reference not in touched:
-                    touched.append(reference)
-    return touched or [reference for reference, _ in bodies]
-
-
 def cell_report(path, index, disk, wanted, notebooks):
     """What to say of cell `index` of chapter `path` whose text or metadata
     on disk (`disk`) differs from what `make generate` writes (`wanted`):
@@ -308,7 +305,7 @@ def cell_report(path, index, disk, wanted, notebooks):
         if stored and stored == digest(disk.source):
             return "stale", [f"{name}: stale copy (its source changed since `make generate` "
                              "wrote it): run `make generate`"] + diff
-        where = " and ".join(edited_sources(wanted, disk.source, notebooks))
+        where = wanted.metadata["copy_of"][0]
         if stored:
             return "edited", [
                 f"{name}: copy edited by hand: move your edit into the source cell "
@@ -322,10 +319,10 @@ def cell_report(path, index, disk, wanted, notebooks):
     if "setup" in wanted.metadata:
         origin = "tools/copies.py (SETUP) and the pins of requirements.txt"
     elif "study" in wanted.metadata:
-        origin = (f"book/_generated/study/{wanted.metadata['study']}.json "
+        origin = (f"book/_data/study/{wanted.metadata['study']}.json "
                   "(`make study`)")
     elif "bench" in wanted.metadata:
-        origin = (f"book/_generated/bench/{wanted.metadata['bench']}.json "
+        origin = (f"book/_data/bench/{wanted.metadata['bench']}.json "
                   "(`make bench`)")
     elif body(disk.source) == body(wanted.source):
         return "stale", [f"{name}: the line naming the chapters that copy this cell is "

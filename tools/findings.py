@@ -5,7 +5,7 @@ notes, the assessment's answers) does not type the comparison: it includes
 a file of book/_generated/ written here, whose every sentence is `say`
 (the function of chapter 5's `paired-comparison` cell that the chapters
 print their verdicts with) applied to the stored study
-(book/_generated/study/, `make study`) and the chapter's own declared
+(book/_data/study/, `make study`) and the chapter's own declared
 families (`study_verdicts`). A sentence can therefore say no more than the
 study: its end point, the paired difference with its 95% interval, the
 Holm-adjusted p within its family and the seed count.
@@ -17,7 +17,7 @@ from tools.exports import load_exports
 from tools.study import study_data
 
 HEADER = ("% Written by `python -m tools.findings` from the stored study "
-          "(book/_generated/study/{stem}.json) and the chapter's `say`; not edited by hand.\n\n")
+          "(book/_data/study/{stem}.json) and the chapter's `say`; not edited by hand.\n\n")
 
 # {file name: (chapter stem, [(first, second, family)])}: the comparisons
 # each page quotes. Every pair must be in the chapter's declared family

@@ -16,7 +16,8 @@ What is generated, each from one source:
   absolute (tools.links);
 - book/student/: the student edition of every chapter (tools.student);
 - book/_generated/: tables that restate facts kept elsewhere (each module
-  in GENERATORS below).
+  in GENERATORS below), and nothing else: `--check` fails on a file there
+  (or in book/student/) that no generator writes.
 """
 import importlib
 import inspect
@@ -24,12 +25,13 @@ import sys
 
 import nbformat
 
-from tools import copies, links, plan, student, study
-from tools.book import BOOK, ROOT, render, toc_notebooks
+from tools import copies, links, plan, student, study, versions
+from tools.book import BOOK, GENERATED, ROOT, render, toc_notebooks
 
 # Modules with a `generated()` that returns {path: text}: tables and the
 # run sheets under book/_generated, and the triage page's rules (book/_static/triage_rules.js).
-GENERATORS = ["tools.plan", "tools.runsheet", "tools.citation", "tools.triage", "tools.findings"]
+GENERATORS = ["tools.plan", "tools.runsheet", "tools.citation", "tools.triage", "tools.findings",
+              "tools.wheel_facts"]
 
 
 def read_chapters():
@@ -60,9 +62,12 @@ def wanted_files(chapters=None, generated=None):
 
 
 def stray_files(wanted):
-    """Files in a generated-only folder that nothing generates any more."""
-    return sorted(path for path in (BOOK / "student").glob("*.ipynb")
-                  if path not in wanted)
+    """Files in a generated-only folder (book/student/, book/_generated/)
+    that nothing generates any more. The versions matrix's table is written
+    by `make versions` (tools.versions), from what it measured."""
+    written = set(wanted) | {versions.TABLE}
+    return sorted(path for folder in (BOOK / "student", GENERATED)
+                  for path in folder.rglob("*") if path.is_file() and path not in written)
 
 
 def out_of_date(wanted):

@@ -8,7 +8,7 @@
 - every chapter at a glance: in which lesson, its core minutes, its
   optional sections;
 - the before-class run times: each chapter's fastest and slowest passing
-  run over the releases of book/_generated/versions_matrix.json.
+  run over the releases of book/_data/versions_matrix.json.
 
 The minutes are estimated, not guessed: `estimate(cells)` reads a section's
 own cells (its words, the code a reader sees, its outputs, its figures, its
@@ -32,10 +32,10 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from tools.book import BOOK, GENERATED, ROOT, chapter_number, toc_notebooks, version_tuple
+from tools.book import BOOK, DATA, GENERATED, ROOT, chapter_number, toc_notebooks, version_tuple
 
 PLAN = BOOK / "_data" / "lessons.yml"
-MATRIX = GENERATED / "versions_matrix.json"
+MATRIX = DATA / "versions_matrix.json"
 
 HEADING = re.compile(r"^## (.+?)(?: \((?:core, (\d+) min|(optional))\))?\s*$")
 STATED = re.compile(r"Time: about (\d+) minutes \(core sections\)")
@@ -56,7 +56,8 @@ class Rates:
     - code a reader sees: half the prose rate, by its whitespace-separated
       words; folded cells (`hide-input`) are not read, only run.
     - a code cell: a quarter of a minute to run it and wait for it (every
-      chapter runs in under a minute of computing in all).
+      chapter runs in under a minute of computing in all); a copy of
+      another chapter's helpers (`make generate`), nothing.
     - output text: 30 lines a minute, skimmed; a figure: half a minute.
     - a prediction (`**Predict.**`): 1 minute to think and write it down.
     - an exercise (a `solution` cell): 8 minutes to write the answer and
@@ -93,8 +94,8 @@ def cell_minutes(cell, rates=RATES):
     """The minutes one cell costs in class (see Rates); Markdown cells are
     counted by `estimate`, which splits them at their headings."""
     tags = cell.metadata.get("tags", [])
-    if cell.cell_type != "code" or "remove-input" in tags:
-        return 0.0
+    if cell.cell_type != "code" or "remove-input" in tags or "copy_of" in cell.metadata:
+        return 0.0          # a copy of another chapter's helpers: run in passing, not read
     minutes = rates.minutes_per_code_cell
     if "solution" in tags:
         return minutes + rates.minutes_per_exercise
@@ -395,7 +396,7 @@ def run_times(matrix, chapters):
 
 def generated(plan=None, matrix=None, chapters=None):
     """{path under book/_generated: text}. `plan` and `matrix` default to the
-    contents of book/_data/lessons.yml and book/_generated/versions_matrix.json;
+    contents of book/_data/lessons.yml and book/_data/versions_matrix.json;
     `chapters` ({path: notebook}) to the chapters on disk."""
     plan = read_plan() if plan is None else plan
     matrix = json.loads(MATRIX.read_text()) if matrix is None else matrix
@@ -410,7 +411,7 @@ def generated(plan=None, matrix=None, chapters=None):
               for chapter in lesson.chapters}
     files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, placed)
     files[GENERATED / "run_times.md"] = (
-        NOTE.format(source="book/_generated/versions_matrix.json")
+        NOTE.format(source="book/_data/versions_matrix.json")
         + run_times(matrix, chapters))
     return files
 

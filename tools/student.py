@@ -33,6 +33,8 @@ in the exercises only:
   gives nbgrader;
 - each `<details><summary>Solution N</summary> ... </details>` explanation is
   removed (a Markdown cell left empty is dropped).
+A folded plotting cell loses its figure (the student's run draws it again:
+the chapters with a study would otherwise carry their plots twice).
 Every other cell, outputs included, is copied unchanged. The output is a
 function of the chapter alone, so the committed files can be checked.
 
@@ -257,6 +259,14 @@ def reveal_groups(notebook):
     return groups
 
 
+def redraws_a_figure(cell):
+    """A folded plotting cell (`hide-input`) with a figure: the student's run
+    draws it again, so the student edition does not carry it."""
+    return (cell.cell_type == "code" and "hide-input" in tags(cell)
+            and any(kind.startswith("image/") for output in cell.get("outputs", [])
+                    for kind in output.get("data", {})))
+
+
 def with_banner(source):
     """The first Markdown cell with the student-edition note under its title."""
     lines = source.split("\n")
@@ -293,6 +303,10 @@ def student_notebook(notebook, chapter=0, hidden_tests=False):
         if index in revealing:
             cell.outputs, cell.execution_count = [], None
             cell.source = without_asserts(cell.source)
+            for key in DESCRIBES_OUTPUT:
+                cell.metadata.pop(key, None)
+        elif redraws_a_figure(cell):
+            cell.outputs, cell.execution_count = [], None
             for key in DESCRIBES_OUTPUT:
                 cell.metadata.pop(key, None)
         if index in explained and index < start:

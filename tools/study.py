@@ -15,30 +15,32 @@ A chapter with a study defines, in its cells tagged `export`:
 Each (variant, seed) is run by the chapter's own code, loaded from its
 export cells, with one thread, deterministic algorithms and PyTorch's CPU
 kernels held at AVX2 (the level of the stored outputs; `make study` sets
-it). Results go to book/_generated/study/<chapter>.json, written after each
+it). Results go to book/_data/study/<chapter>.json, written after each
 seed: a stopped run resumes, and a rerun runs only the seeds whose key (the
 chapter's export code without its comments and docstrings, the pins of
 STUDY_PACKAGES, the configuration, the seed, the torch and the kernel level)
 changed. `--rekey` runs nothing: it gives today's key to the stored seeds
-whose code differs from today's only in comments and docstrings. `make generate` then writes the folded cell
-`STUDY = {...}` into the chapter (cells marked `"study": "<chapter>"`),
-from which the chapter draws its tables; the chapter re-runs one seed live
-and asserts that it equals the stored one.
+whose code differs from today's only in comments, docstrings and cells.
+`make generate` then writes the stored study into the chapter (cells
+marked `"study": "<chapter>"`) as data, one line of numbers per seed (as
+study_seed rounded them), which the chapter reads into `STUDY` and draws
+its tables from; the chapter re-runs one seed live and holds it to the
+stored one within the spread of the stored seeds (bit for bit only on the
+machine that made the study).
 """
 import argparse
 import concurrent.futures
 import hashlib
 import json
 import os
-import pprint
 import sys
 import time
 
-from tools.book import BOOK, CPU_KERNELS, GENERATED, pins, toc_notebooks
-from tools.codekey import git_versions, normalized
+from tools.book import BOOK, CPU_KERNELS, DATA, pins, toc_notebooks
+from tools.codekey import git_versions, normalized, statements
 from tools.exports import export_cells, load_exports
 
-RESULTS = GENERATED / "study"
+RESULTS = DATA / "study"
 KERNELS = "AVX2"
 # Names each chapter with a study defines for itself (like CONFIG): the
 # one-name-one-meaning test lets them differ between chapters.
@@ -102,10 +104,11 @@ def study_pins(pinned=None):
 
 
 def export_code(stem, text=None):
-    """The chapter's export code as the key sees it: cell by cell, without
-    comments and docstrings (tools.codekey); of the notebook `text` if given."""
-    return "\n\0\n".join(normalized(source)
-                          for _, source in export_cells(f"{stem}.ipynb", text))
+    """The chapter's export code as the key sees it: statement by statement,
+    however the statements are cut into cells, without comments and
+    docstrings (tools.codekey); of the notebook `text` if given."""
+    return "\n\0\n".join(statement for _, source in export_cells(f"{stem}.ipynb", text)
+                          for statement in statements(source))
 
 
 def _key(code, variant, config, seed, torch_version):
@@ -121,20 +124,22 @@ def key(stem, variant, config, seed, torch_version):
 
 
 def legacy_key(stem, variant, config, seed, torch_version, text):
-    """The key as it was before comments and docstrings were left out (the
-    export cells' text as it is), of the notebook `text`: read by `rekey`."""
-    code = "\n\0\n".join(source for _, source in export_cells(f"{stem}.ipynb", text))
+    """The key as it was before it read the code statement by statement (cell
+    by cell, each without comments and docstrings), of the notebook `text`:
+    read by `rekey`."""
+    code = "\n\0\n".join(normalized(source) for _, source in export_cells(f"{stem}.ipynb", text))
     return _key(code, variant, config, seed, torch_version)
 
 
-def rekey(stem, torch_version):
+def rekey(stem, torch_version, new=False):
     """Give the new key to each stored seed that was run on code equal, but
-    for comments and docstrings, to today's: its key is the legacy key of a
-    version of the notebook (the working tree's or one of its last commits')
+    for comments, docstrings and how it is cut into cells, to today's (of
+    the new seeds if `new`): its key is the legacy key of a version of the
+    notebook (the working tree's or one of its last commits')
     whose export code is today's once normalized. Nothing is run; a seed
     whose code cannot be shown to be today's keeps its key (and stays
     stale). Returns the number of seeds re-keyed."""
-    data = load(stem)
+    data = load(stem, new)
     if not data:
         return 0
     today = export_code(stem)
@@ -154,7 +159,7 @@ def rekey(stem, torch_version):
                 entry["key"] = wanted
                 count += 1
     if count:
-        save(stem, data)
+        save(stem, data, new)
     return count
 
 
@@ -292,23 +297,42 @@ def print_check(stem, report):
     return flips
 
 
+def leaf_paths(record, path=()):
+    """[(path, value)] of a record: each value that is not a dict, with the
+    keys that lead to it."""
+    if not isinstance(record, dict):
+        return [(list(path), record)]
+    return [leaf for key, value in record.items() for leaf in leaf_paths(value, (*path, key))]
+
+
 def study_cell_source(stem):
-    """The folded cell that holds the stored study in the chapter."""
+    """The folded cell that holds the stored study in the chapter, as data:
+    a first line (torch, kernel level, environment, and the path of every
+    number of a record), then one line per seed (part of the study, variant,
+    seed, the numbers in that order), read back by the chapter's read_study."""
     runs, data = study_data(stem)
     seeds = sorted({seed for variant in runs.values() for seed in variant})
     # the new seeds of `make study-check`, for the chapter's closing check
     new = study_data(stem, new=True)[0] if results_path(stem, True).is_file() else {}
-    literal = pprint.pformat(dict(torch=data["torch"], kernels=data["kernels"],
-                                  environment=data.get("environment", {}), runs=runs,
-                                  new_seeds=new),
-                             width=96, compact=True, sort_dicts=False)
+    paths = [path for path, _ in leaf_paths(runs["main"][seeds[0]])]
+    lines = [json.dumps(dict(torch=data["torch"], kernels=data["kernels"],
+                             environment=data.get("environment", {}), paths=paths))]
+    for part, stored in (("runs", runs), ("new_seeds", new)):
+        for variant, records in stored.items():
+            for seed, record in records.items():
+                leaves = leaf_paths(record)
+                if [path for path, _ in leaves] != paths:
+                    raise ValueError(f"{stem}: seed {seed} of {variant} holds other numbers "
+                                     "than the first seed's")
+                lines.append(json.dumps([part, variant, seed, [v for _, v in leaves]],
+                                        separators=(",", ":")))
     return "\n".join([
         f"# @title The stored study: seeds {seeds[0]} to {seeds[-1]} of every method "
         "(written by `make study`), and the new seeds of `make study-check`",
-        f"# From book/_generated/study/{stem}.json, made by tools/study.py on torch "
+        f"# From book/_data/study/{stem}.json, made by tools/study.py on torch "
         f"{data['torch']}",
         f"# at the {data['kernels']} CPU-kernel level; `make generate` writes this cell.",
-        f"STUDY = {literal}"])
+        'STUDY = read_study(r"""', *lines, '""")'])
 
 
 def main(argv=None):
@@ -322,7 +346,7 @@ def main(argv=None):
                              "stored study) and fail if a verdict changes direction")
     parser.add_argument("--rekey", action="store_true",
                         help="run nothing: give today's key to the stored seeds whose "
-                             "code differs from today's only in comments and docstrings")
+                             "code differs from today's only in comments, docstrings and cells")
     args = parser.parse_args(argv)
     stems = chapters_with_a_study()
     if args.chapters:
@@ -332,7 +356,8 @@ def main(argv=None):
     if args.rekey:
         import torch
         for stem in stems:
-            print(f"{stem}: {rekey(stem, torch.__version__)} seeds re-keyed")
+            count = rekey(stem, torch.__version__) + rekey(stem, torch.__version__, new=True)
+            print(f"{stem}: {count} seeds re-keyed")
         return 0
     start = time.monotonic()
     flips = 0

@@ -44,12 +44,12 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from tools.book import GENERATED, ROOT, pins, toc_notebooks, torch_releases, version_tuple
+from tools.book import DATA, GENERATED, ROOT, pins, toc_notebooks, torch_releases, version_tuple
 from tools.codekey import git_versions, normalized
 from tools.pip_config import pip_environment
 from tools.run import clean_environment, run_alone
 
-RESULTS = GENERATED / "versions_matrix.json"
+RESULTS = DATA / "versions_matrix.json"
 TABLE = GENERATED / "versions_matrix.md"
 PROBE = Path(__file__).with_name("probe_torch.py")
 # The packages a chapter imports besides torch (installed at the book's pins;

@@ -7,7 +7,7 @@ For each release, `pip download --no-deps torch==X` fetches the wheel (for
 releases without a wheel for this Python, the wheel for an older Python on
 the same platform: the files read here do not depend on the Python version).
 The wheel is opened as a zip file, the few members below are read, and the
-wheel is deleted. Results are cached in book/_generated/wheel_facts.json (a
+wheel is deleted. Results are cached in book/_data/wheel_facts.json (a
 release's wheel never changes); the table book/versions.md includes is
 written to book/_generated/wheel_facts.md. The releases read are those of
 torch_releases.txt and, before them, the older ones of BEFORE_FLOOR.
@@ -40,10 +40,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from tools.book import GENERATED, torch_releases, version_tuple
+from tools.book import DATA, GENERATED, torch_releases, version_tuple
 from tools.pip_config import pip_environment
 
-RESULTS = GENERATED / "wheel_facts.json"
+RESULTS = DATA / "wheel_facts.json"
 TABLE = GENERATED / "wheel_facts.md"
 # Releases before the book's floor (the first line of torch_releases.txt),
 # one per minor release: they date the facts the chapters rely on.
@@ -300,6 +300,11 @@ def table_text(data):
             + "\n\nRead by `tools/wheel_facts.py` from each release's Linux x86-64 wheel "
             "on PyPI: " + ", ".join(f"`{data[r]['wheel']}`" for r in wheels) + ".\n"
             f"\n*{MISSING}*: the wheel has no file to read that fact from.\n")
+
+
+def generated():
+    """{the table's path: its text}, from the facts stored (`make generate`)."""
+    return {TABLE: table_text(json.loads(RESULTS.read_text()))}
 
 
 def write_table(data, path):

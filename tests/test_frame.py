@@ -212,18 +212,12 @@ def test_the_length_check_finds_a_long_cell_and_lets_a_folded_one_pass():
 
 
 MAX_CODE_LINES = 150
-# Folded cells of chapter 6 still over the limit: tables, to be split from the
-# code that walks them. No other cell may be; remove each name once split.
-LONG_CELLS_ALLOWED = {"message-rules", "check-module-shapes"}
 
 
 def test_no_code_cell_is_longer_than_150_lines(chapter):
     """Folded or not, written by hand or by `make generate` (a copy of several
     cells is one cell per source; a stored study is one line per seed)."""
-    long_cells = [(index, cell_id) for index, cell_id, _ in
-                  long_visible_cells(chapter, MAX_CODE_LINES, folded_too=True)]
-    assert [cell_id for _, cell_id in long_cells
-            if cell_id not in LONG_CELLS_ALLOWED] == []
+    assert long_visible_cells(chapter, MAX_CODE_LINES, folded_too=True) == []
 
 
 CHAPTERS_WITH_A_STUDY = ("05_variance_pruning.ipynb", "07_tnvp_language_model.ipynb")

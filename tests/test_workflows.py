@@ -368,8 +368,9 @@ def pytest_paths(tests):
 
 
 # what a test file needs that is the same on every Python: the built book, a
-# browser, the grader
-SITE_NEEDS = re.compile(r'CHROMIUM|_build" / "html"|_build/html/|tools import grade\b')
+# browser (conftest's session fixtures `browser` and `site`), the grader
+SITE_NEEDS = re.compile(r'CHROMIUM|_build" / "html"|_build/html/|tools import grade\b'
+                        r'|def \w+\([^)]*\b(?:browser|site)\b')
 
 
 def test_github_runs_each_part_of_make_ci_once():

@@ -220,6 +220,33 @@ def test_no_code_cell_is_longer_than_150_lines(chapter):
     assert long_visible_cells(chapter, MAX_CODE_LINES, folded_too=True) == []
 
 
+def lines(path):
+    return len(path.read_text().splitlines())
+
+
+MACHINERY = ("tools", "book/_ext", "book/_templates", "tests")
+
+
+def test_machinery_stays_below_two_and_a_half_lines_per_line_of_chapter_code():
+    """Lines of the Python, JavaScript and HTML under tools/, book/_ext/,
+    book/_templates/ and tests/ (tests/data/ aside), per line of the
+    chapters' hand-written code cells (copies and the stored study aside)."""
+    root = CHAPTERS[0].parent.parent
+    machinery = sum(lines(path) for folder in MACHINERY for path in (root / folder).rglob("*")
+                    if path.suffix in {".py", ".js", ".html"} and "data" not in path.parts
+                    and "__pycache__" not in path.parts)
+    chapter_code = sum(len(cell.source.splitlines()) for path in CHAPTERS
+                       for cell in nbformat.read(path, as_version=4).cells
+                       if cell.cell_type == "code" and "generated" not in tags(cell))
+    assert machinery / chapter_code <= 2.5, (machinery, chapter_code)
+
+
+def test_no_sphinx_extension_file_is_over_500_lines():
+    root = CHAPTERS[0].parent
+    assert [(path.name, lines(path)) for path in (root / "_ext").iterdir()
+            if path.is_file() and lines(path) > 500] == []
+
+
 CHAPTERS_WITH_A_STUDY = ("05_variance_pruning.ipynb", "07_tnvp_language_model.ipynb")
 
 

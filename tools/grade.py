@@ -1,7 +1,6 @@
 """Grade a class's student notebooks with nbgrader: `make grade SUBMISSIONS=folder`.
 
-    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120]
-                                 [--memory-mb 6000] [--scratch DIR]
+    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120] [--memory-mb 6000]
 
 FOLDER holds one sub-folder per student, each with any of the student
 notebooks (book/student/), under any file name (Colab saves "Copy of
@@ -736,8 +735,7 @@ def free_name(folder, name):
 def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=MEMORY_MB):
     """Grade every student's folder of `folder`; write grades.csv and
     feedback/; return the rows. The scratch folders are made, and removed,
-    in `scratch_root` (default: $GRADE_SCRATCH, else the system's temporary
-    folder)."""
+    in `scratch_root` (default: the system's temporary folder)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SystemExit(f"SUBMISSIONS={folder}: not a folder")
@@ -748,9 +746,6 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     if shutil.which("bwrap") is None:
         raise SystemExit("bubblewrap (bwrap) is missing: the notebooks run in its "
                          "sandbox (Debian/Ubuntu: apt-get install bubblewrap)")
-    scratch_root = scratch_root or os.environ.get("GRADE_SCRATCH") or None
-    if scratch_root is not None and not Path(scratch_root).is_dir():
-        raise SystemExit(f"scratch folder {scratch_root}: not a folder")
     chapters = shipped()
     grades_csv = free_name(folder, "grades.csv")
     feedback_dir = free_name(folder, "feedback")
@@ -820,11 +815,8 @@ def main(argv=None):
                         help="seconds one cell may run before it is interrupted (default 120)")
     parser.add_argument("--memory-mb", type=int, default=MEMORY_MB,
                         help=f"address space of a notebook's kernel (default {MEMORY_MB})")
-    parser.add_argument("--scratch", type=Path, default=None,
-                        help="folder to make the scratch folders in (default: "
-                        "$GRADE_SCRATCH, else the system's temporary folder)")
     args = parser.parse_args(argv)
-    grade(args.folder, args.timeout, args.cell_timeout, args.scratch, args.memory_mb)
+    grade(args.folder, args.timeout, args.cell_timeout, memory_mb=args.memory_mb)
     return 0
 
 

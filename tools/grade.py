@@ -168,11 +168,8 @@ def shipped():
 
 def source_notebook(stem):
     """The nbgrader source of chapter `stem`: tools.student's grading notebook
-    (checks with hidden tests) if it has one, else the shipped student notebook."""
-    make = getattr(tools.student, "grading_notebook", None)
-    if make is None:
-        return nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4)
-    made = make(stem)
+    (the student notebook whose checks keep their hidden tests)."""
+    made = tools.student.grading_notebook(stem)
     if isinstance(made, (str, Path)):
         return nbformat.read(made, as_version=4)
     return nbformat.from_dict(made)
@@ -395,18 +392,13 @@ def nbgrader_env(scratch):
     return env
 
 
-def run(command, cwd, env_root, timeout, log, memory_mb=None):
-    """Run `command` in `cwd`, in its own process group, killed whole at
-    `timeout` seconds (bwrap dies with its parent, the kernel with bwrap),
-    its address space limited to `memory_mb` (default GRADER_MEMORY_MB:
-    nbclient keeps every output a notebook prints, so a notebook printing
-    without end makes nbgrader fail, not the machine run out of memory). The
-    limit is a soft one: the kernel's sandbox, started by nbgrader, sets its
-    own (raising a hard limit needs a capability root may lack in a container).
-    Output goes to the file `log`. Returns (exit code or None on time-out,
-    output)."""
-    memory_mb = memory_mb or GRADER_MEMORY_MB
-    command = ["prlimit", f"--as={memory_mb * 2**20}:unlimited", "--", *command]
+def run(command, cwd, env_root, timeout, log):
+    """Run nbgrader's `command` in `cwd` under GRADER_MEMORY_MB, its process
+    group killed at `timeout` seconds (the module's docstring), its output in
+    the file `log`. Returns (exit code or None on time-out, output). The limit
+    is a soft one: the kernel's sandbox, started by nbgrader, sets its own
+    (raising a hard limit needs a capability root may lack in a container)."""
+    command = ["prlimit", f"--as={GRADER_MEMORY_MB * 2**20}:unlimited", "--", *command]
     with open(log, "w") as out:
         process = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env_root),
                                    stdin=subprocess.DEVNULL, stdout=out,

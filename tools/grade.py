@@ -4,121 +4,91 @@
 
 FOLDER holds one sub-folder per student, each with any of the student
 notebooks (book/student/), under any file name (Colab saves "Copy of
-01_reproduce_the_error.ipynb"). It writes
+01_reproduce_the_error.ipynb"). It writes FOLDER/grades.csv (COLUMNS: a row
+per exercise graded, and one per file, folder or student not graded, saying
+why) and FOLDER/feedback/STUDENT.md (the same, for the student). Whatever a
+file holds or is (nesting too deep, wrong types, not JSON, over NOTEBOOK_MB,
+binary; a link, a folder or a pipe named like a notebook, a file beside the
+student folders), it is a row, and the others are graded. A student folder
+named like what the grader writes (`feedback`, `grades.csv`) or hidden is not
+graded, and the outputs go to the next free names (`grades-1.csv`, `feedback-1/`).
 
-- FOLDER/grades.csv: one row per exercise of each notebook graded (student,
-  notebook, exercise, points, max_points, failure: the first line of what
-  went wrong), and one row per file or folder that could not be graded and
-  per student with no notebook, saying why;
-- FOLDER/feedback/STUDENT.md: the same, for the student, with each failed
-  check's message ("not yet: ...").
-Whatever a file holds (nesting too deep for Python, values of the wrong
-type, not JSON, more than NOTEBOOK_MB, binary), or whatever it is (a link,
-a folder or a pipe named like a notebook, a file beside the student
-folders), it is a row, and the others are graded.
-A student folder that holds notebooks under a name the grader needs
-(`feedback`, `grades.csv`) or a hidden one (`.name`) is not graded, and a
-row says so; grades.csv and feedback/ then go to `grades-1.csv` and
-`feedback-1/` (the next free names).
-
-The grading is nbgrader's (the Jupyter project's grader, local, with its
-SQLite gradebook): the student notebooks carry its cell metadata (tools.
-student), each chapter is an nbgrader assignment whose source is the
-grading notebook of tools.student (`grading_notebook(stem)`, the student
-notebook whose checks keep their hidden tests; the shipped student
-notebook while that does not exist), and `nbgrader autograde` runs each
-submission with the source's checks put back in place of the student's
-copies (locked cells), per-cell time-outs interrupting a cell that runs too
-long, and errors allowed, so that one exercise's failure costs only its
-point. Before that the grader cleans the submission's nbgrader metadata: a
-pasted copy of a check (or answer) cell loses it (nbgrader refuses a
-notebook with two cells of one id), a cell whose id the source does not
-have loses it, and the others get the source's metadata back (a student
-cannot make a check worth 100 points or unlock it). A check cell the
-student deleted scores 0, "check cell missing".
-
-Why nbgrader: it grades a class locally, with no service to run, keeps
-grades in a SQLite gradebook, locks the checks, and time-limits cells.
-otter-grader grades a class only in Docker containers (`otter grade`); it
-runs without Docker only one notebook at a time (`otter run`).
+The grading is nbgrader's: each chapter is an assignment whose source is
+`tools.student.grading_notebook(stem)` (the checks keep their hidden tests),
+and `nbgrader autograde` runs each submission with those checks put back in
+place of the student's copies (locked cells), under per-cell time-outs, errors
+allowed, so that one exercise's failure costs only its point. Its nbgrader
+metadata is cleaned first (`cleaned`): nbgrader refuses a notebook with two
+cells of one id (a pasted check), and a student must not make a check worth
+100 points or unlock it. A deleted check scores 0.
+Why nbgrader: it grades a class locally, with no service to run, keeps grades
+in a SQLite gradebook, locks the checks, and time-limits cells. otter-grader
+grades a class only in Docker containers (`otter grade`); without Docker, one
+notebook at a time (`otter run`).
 
 The sandbox. Only the student's code is untrusted, and it runs only in the
-kernel: nbgrader (its gradebook, the chapter templates, the executor
-nbclient) runs outside, as the grader, and starts each notebook's kernel
-through a kernel spec of its own whose command is bubblewrap (`bwrap`):
-- no network (--unshare-net; the kernel talks to nbclient over ZeroMQ
-  `ipc` sockets in a folder bound into the sandbox, since the sandbox has
-  its own loopback), its own PID, IPC and UTS namespaces, a new session,
-  and --die-with-parent: when the kernel exits or nbgrader is killed, every
-  process the notebook started dies with the namespace (a
-  `Popen(..., start_new_session=True)` included);
-- of the file system, only the system's folders (/usr, /etc, /sys and the
-  links to /usr) and the virtualenv and the Python it is made from,
-  read-only, a tmpfs /tmp, and two folders writable: the notebook's own
-  empty working folder and the folder of its kernel's sockets; the folders
-  leading to these are empty, so nothing beside them (the class folder,
-  another section's, a grades.csv, the repository, the home folder, the
-  grader's scratch folders) exists in the sandbox;
-- run as the user `nobody` (uid 65534, by `setpriv` inside the sandbox,
-  every capability dropped, no new privileges), so that even a mistake in
-  the binds leaves it no root's rights, and under `prlimit` limits:
-  address space (--memory-mb), processes (per uid, so a fork bomb stops;
-  shared by the notebooks graded at once on the machine), file size, no
-  core files. (Run by a user other than root, the grader has bwrap make a
-  user namespace instead, and the kernel stays that user, without the
-  process limit, which would count all that user's processes);
-- the environment cleared, then HOME, TMPDIR, the CPU-kernel variables of
-  the book and BOOK_STUDENT=<the student's folder name> (the student
-  edition picks the student's variant of an exercise from it) set.
-Before the first student, a canary (a few lines of Python in the sandbox)
-must run as the sandbox's user, with no network and no sight of the class
-folder; if it does not (bwrap present but unable to make namespaces, for
-one), the grader stops with what bwrap said and grades no one.
-nbgrader itself runs under an address-space limit too: nbclient keeps all
-a notebook prints, and a notebook printing without end must fail its own
+kernel: nbgrader (its gradebook, the chapter templates, nbclient) runs
+outside, as the grader, and starts each kernel through a kernel spec of its
+own whose command is bubblewrap (`sandbox_argv`):
+- no network: the kernel talks to nbclient over ZeroMQ `ipc` sockets in a
+  folder bound into the sandbox, since the sandbox has its own loopback;
+- its own PID namespace and --die-with-parent: when the kernel exits or
+  nbgrader is killed, every process the notebook started dies with it (one
+  of `Popen(..., start_new_session=True)` included);
+- of the file system, only the system's folders, the virtualenv and its
+  Python, read-only, a tmpfs /tmp, and its own working and socket folders
+  writable; the folders leading to these are empty, so nothing beside them
+  (the class folder, another section's, a grades.csv, the repository, the
+  home folder, the grader's scratch folders) exists in the sandbox;
+- run by root, the kernel becomes `nobody` with every capability dropped (a
+  mistake in the binds leaves it no root's rights) under a process limit (a
+  fork bomb stops); run by another user, bwrap makes a user namespace and the
+  kernel stays that user, without the process limit (it would count all that
+  user's processes); address space, file size and core files are limited;
+- the environment is cleared but for HOME, TMPDIR, the book's CPU-kernel
+  variables and BOOK_STUDENT (the student edition picks the student's variant
+  of an exercise from it).
+Before the first student, a canary checks that the sandbox holds (`canary`);
+if not (bwrap unable to make namespaces, for one) the grader stops with what
+bwrap said and grades no one.
+nbgrader itself runs under an address-space limit too: nbclient keeps all a
+notebook prints, and a notebook printing without end must fail its own
 grading, not exhaust the grader's machine.
 A cell's time-out interrupts the kernel by a message (the kernel spec's
 `interrupt_mode`: a signal to bwrap would not reach the kernel); it bounds
 the outputs that follow a cell's reply too, and the kernel's start has the
 notebook's time-out (nbclient's own 4 s and 60 s fail a notebook on a busy
-machine for no fault of the student's). Every
-notebook's time-out kills nbgrader's process group; bwrap dies with it and the
-kernel's PID namespace with bwrap, whatever the kernel is doing (a C call
-that ignores signals included), and the grader returns at once: its output
-goes to a file, not a pipe a stray process could hold open.
+machine for no fault of the student's). A notebook's time-out kills
+nbgrader's process group, bwrap with it and the kernel's PID namespace with
+bwrap, whatever the kernel is doing (a C call that ignores signals included),
+and the grader returns at once: nbgrader's output goes to a file, not a pipe
+a stray process could hold open.
 
-Why bubblewrap: it is a single small setuid-free program packaged by
-Debian, which runs a command in fresh namespaces with exactly the mounts
-given on its command line and nothing else to configure; the kernel spec
-calls it per kernel, and it needs no daemon. nsjail is not packaged by
-Debian 12 (built from source, configured in protobuf files) and firejail is a
-setuid-root program with a large default profile system meant for desktop
-applications, whose past privilege escalations make it a poor fit for a
-grader that runs as root.
+Why bubblewrap: a single small setuid-free program packaged by Debian, which
+runs a command in fresh namespaces with exactly the mounts given on its
+command line and nothing else to configure; the kernel spec calls it per
+kernel, with no daemon. nsjail is not packaged by Debian 12 (built from
+source, configured in protobuf files) and firejail is a setuid-root program
+with a large profile system meant for desktop applications, whose past
+privilege escalations make it a poor fit for a grader that runs as root.
 
-Reading the grade. nbgrader's gradebook lies outside the sandbox, so the
-notebook cannot write it; the grader reads it for each check's maximum, and
-gives a check its points only if the check cell in nbgrader's output
-notebook ran (it has an execution count), raised nothing and printed its
-success line `Exercise N: passed`: a check that did not run or printed
-nothing (a cell blanked by an input transformer the notebook installed, for
-one) scores 0. Points are never more than the check's maximum. A check that
-passed but wrote to stderr (a warning) keeps its point: nbgrader alone would
-give it 0 with no reason shown, and a deprecation warning is not a wrong
-answer. The known limit: the checks run in the student's kernel, so code in
-the notebook could still forge a check's output on purpose (replace
-`print`, or patch what a check calls); the restored checks, the success
-line and the error count make that a deliberate act; a row tells the
-teacher when a student's cell uses the hooks it would take (IPython's input
-or AST transformers, its events, sys.stdout, builtins), and hidden tests
-(in the grading notebook) check what the student cannot see.
+Reading the grade (`verdicts`). The gradebook lies outside the sandbox, so
+the notebook cannot write it; a check gets its points only if its cell in
+nbgrader's output ran, raised nothing and printed `Exercise N: passed`: a
+check blanked by an input transformer the notebook installed scores 0. A
+check that passed but wrote a warning to stderr keeps its point: nbgrader
+alone would give it 0 with no reason shown. The known limit: the checks run
+in the student's kernel, so a notebook could still forge a check's output on
+purpose (replace `print`, or patch what a check calls); the restored checks
+and the success line make that a deliberate act, a row tells the teacher when
+a student's cell uses the hooks it would take (`hooks_touched`), and hidden
+tests check what the student cannot see.
 
-When a student hands in a chapter twice, the copy with more answered cells
-(answer cells changed from the stub) is graded, the first by name on a tie;
-a row names the other. The chapter of a notebook is read from its exercise
-cells' ids (`ch01-exercise-1-check`), not from its file name. grades.csv
-is safe to open in a spreadsheet: a cell starting with = + - @, a tab or a
-carriage return is prefixed with ' (OWASP's CSV injection advice).
+Of a chapter handed in twice, the copy with more answer cells changed from
+the stub is graded (the first by name on a tie), and a row names the other. A
+notebook's chapter is read from its exercise cells' ids, not its file name.
+grades.csv is safe to open in a spreadsheet (`spreadsheet_safe`, after OWASP's
+CSV injection advice).
 """
 import argparse
 import csv

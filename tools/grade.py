@@ -210,23 +210,18 @@ def cleaned(notebook, source):
             places.setdefault(grade_id_of(cell), []).append(index)
     keep = {}
     for grade_id, indexes in places.items():
-        match = GRADE_ID.match(grade_id)
-        answer = keep.get(grade_id.replace("-check", "-answer"))
-        if match and match[3] == "check" and answer is None:
-            answer_places = places.get(grade_id.replace("-check", "-answer"), [])
-            answer = answer_places[0] if answer_places else None
-        after = [i for i in indexes if answer is None or i > answer]
-        keep[grade_id] = (after or indexes)[0]
+        answer = -1
+        if grade_id.endswith("-check"):
+            answer = places.get(grade_id.removesuffix("-check") + "-answer", [-1])[0]
+        keep[grade_id] = next((i for i in indexes if i > answer), indexes[0])
     kept = set(keep.values())
     for index, cell in enumerate(notebook.cells):
         if "nbgrader" in cell.get("metadata", {}):
-            grade_id = grade_id_of(cell)
             if index in kept:
-                cell.metadata["nbgrader"] = json.loads(json.dumps(wanted[grade_id]))
+                cell.metadata["nbgrader"] = json.loads(json.dumps(wanted[grade_id_of(cell)]))
             else:
                 del cell.metadata["nbgrader"]
-    missing = [grade_id for grade_id in wanted if grade_id not in keep]
-    return notebook, missing
+    return notebook, [grade_id for grade_id in wanted if grade_id not in keep]
 
 
 def hooks_touched(notebook, source):
@@ -295,9 +290,7 @@ def sandbox_argv(work, ipc, student, memory_mb=MEMORY_MB, code=None):
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     # as root in the sandbox: copy the connection file (readable by root alone)
-    # to the sandbox's /tmp, then become nobody, without capabilities, limited.
-    # Run by another user, bwrap makes a user namespace and the kernel stays
-    # that user, without the process limit (it would count all their processes)
+    # to the sandbox's /tmp, then become nobody, without capabilities, limited
     limits = [f"--as={memory_mb * 2**20}", f"--fsize={FILE_MB * 2**20}", "--core=0"]
     become = ""
     if os.geteuid() == 0:
@@ -454,16 +447,12 @@ def autograde(notebook, stem, student, limits, templates):
         shutil.rmtree(ipc, ignore_errors=True)
 
 
-# A Unix socket's path holds at most 107 bytes (sockaddr_un.sun_path): the
-# kernel's sockets ("<folder>/kernel-<n>") go in a folder with a short path,
-# the temporary folder if its path is short, else /tmp.
-SOCKET_FOLDER_MAX = 60
-
-
 def socket_folder():
-    """A folder for the kernel's sockets whose path leaves room for their names."""
+    """A folder for the kernel's sockets ("<folder>/kernel-<n>"): the temporary
+    folder, or /tmp if its path is long, since a Unix socket's path holds at
+    most 107 bytes (sockaddr_un.sun_path)."""
     folder = tempfile.gettempdir()
-    return folder if len(folder) <= SOCKET_FOLDER_MAX else "/tmp"
+    return folder if len(folder) <= 60 else "/tmp"
 
 
 def why_not_graded(output, code, cell_timeout):
@@ -492,10 +481,8 @@ def max_points(database, stem):
 
 
 def verdicts(graded, checks, most):
-    """[(number, grade id, points, max points, failure)] read from nbgrader's
-    output notebook: a check scores only if it ran, raised nothing and
-    printed its success line. Also the first unexpected error outside the
-    exercises ('' if none)."""
+    """[(number, grade id, points, max points, failure)] of nbgrader's output
+    notebook, and the first unexpected error outside the exercises ('' if none)."""
     cells = {}
     answers, stray = {}, ""
     code_cells = [c for c in graded.cells if c.cell_type == "code"]
@@ -525,7 +512,7 @@ def verdicts(graded, checks, most):
             failure = f"the check did not print '{PASSED.format(number)}'"
         else:
             failure = ""
-        rows.append((number, grade_id, min(top, top if not failure else 0), top, failure))
+        rows.append((number, grade_id, 0 if failure else top, top, failure))
     return rows, stray
 
 

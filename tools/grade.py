@@ -111,6 +111,7 @@ from tools.student import STUDENT
 COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "failure"]
 GRADE_ID = re.compile(r"^ch(\d\d)-exercise-(\d+)-(check|answer)$")
 RESERVED = {"grades.csv", "feedback"}
+A_FILE = "not graded: a file, not a student's folder (one sub-folder per student)"
 KERNEL = "book-sandbox"
 NOBODY = 65534
 MEMORY_MB = 6000
@@ -698,35 +699,27 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     chapters = shipped()
     grades_csv = free_name(folder, "grades.csv")
     feedback_dir = free_name(folder, "feedback")
-    rows, per_student, skipped, students, linked, strays = [], {}, [], [], [], []
+    rows, per_student, students = [], {}, []
     for path in sorted(folder.iterdir()):
+        name = path.name
         if path in (grades_csv, feedback_dir):
             continue
         if path.is_symlink() and path.is_dir():
-            linked.append(path.name)
+            rows.append(row(name, failure="not graded: the folder is a symbolic link; put the "
+                            "student's folder itself in the class folder"))
         elif not path.is_dir() or path.is_symlink():
-            if not path.name.startswith(".") and not re.fullmatch(r"grades(-\d+)?\.csv",
-                                                                  path.name):
-                strays.append(path.name)
-        elif path.name.startswith(".") or path.name in RESERVED or re.fullmatch(
-                r"(grades-\d+\.csv|feedback-\d+)", path.name):
+            if not name.startswith(".") and not re.fullmatch(r"grades(-\d+)?\.csv", name):
+                rows.append(row(name, failure=A_FILE))
+        elif name.startswith(".") or name in RESERVED or re.fullmatch(
+                r"(grades-\d+\.csv|feedback-\d+)", name):
             if notebooks_in(path):
-                skipped.append(path.name)
+                rows.append(row(name, failure=(
+                    "not graded: the folder's name is hidden (starts with a dot) or one the "
+                    "grader writes (grades.csv, feedback); rename the folder and grade again")))
         else:
             students.append(path)
-    if not students and not skipped and not linked:
+    if not students and all(r["failure"] == A_FILE for r in rows):
         raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
-    for name in skipped:
-        rows.append(row(name, failure=(
-            "not graded: the folder's name is hidden (starts with a dot) or one the "
-            "grader writes (grades.csv, feedback); rename the folder and grade again")))
-    for name in linked:
-        rows.append(row(name, failure=(
-            "not graded: the folder is a symbolic link; put the student's folder itself "
-            "in the class folder")))
-    for name in strays:
-        rows.append(row(name, failure=(
-            "not graded: a file, not a student's folder (one sub-folder per student)")))
     canary(folder, scratch_root, memory_mb, timeout)
     templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
     try:

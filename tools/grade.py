@@ -158,19 +158,15 @@ def grade_id_of(cell):
     return grade_id if isinstance(grade_id, str) else ""
 
 
-def grade_ids(notebook):
-    return [grade_id_of(cell) for cell in notebook.cells]
-
-
 def chapter_of(notebook):
     """The chapter number the notebook's exercise cells name, or None."""
-    chapters = {int(m[1]) for m in map(GRADE_ID.match, grade_ids(notebook)) if m}
+    chapters = {int(m[1]) for m in map(GRADE_ID.match, map(grade_id_of, notebook.cells)) if m}
     return chapters.pop() if len(chapters) == 1 else None
 
 
 def checks_of(notebook):
     """[(exercise number, grade id)] of a source notebook's checks."""
-    found = [(int(m[2]), m[0]) for m in map(GRADE_ID.match, grade_ids(notebook))
+    found = [(int(m[2]), m[0]) for m in map(GRADE_ID.match, map(grade_id_of, notebook.cells))
              if m and m[3] == "check"]
     if not found:
         raise ValueError("no nbgrader check cell in the source notebook (run make generate)")
@@ -226,9 +222,8 @@ def cleaned(notebook, source):
 
 
 def hooks_touched(notebook, source):
-    """(code cell number, what) of the first cell of `notebook` that is neither
-    a check nor a cell of `source` and uses IPython's or Python's hooks,
-    through which a notebook could blank or forge the checks; None if none."""
+    """(code cell number, hook) of the first cell of `notebook`, neither a check
+    nor a cell of `source`, that uses one of HOOKS (it could blank or forge the checks)."""
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
     own = {cell.source for cell in source.cells}
     for number, cell in enumerate(code_cells, 1):
@@ -382,9 +377,8 @@ def nbgrader(*arguments):
 
 
 def assignment(stem, templates):
-    """A scratch nbgrader course with the assignment `stem` generated (its
-    gradebook knows the source's checks), made once per chapter in
-    `templates`. Returns (course folder, source notebook)."""
+    """(course folder, source notebook) of a scratch nbgrader course with the
+    assignment `stem` generated (its gradebook knows the checks), made once in `templates`."""
     course = templates / stem / "course"
     source_path = course / "source" / stem / f"{stem}.ipynb"
     if not course.is_dir():
@@ -396,14 +390,6 @@ def assignment(stem, templates):
             shutil.rmtree(templates / stem, ignore_errors=True)
             raise SystemExit(f"nbgrader generate_assignment {stem} failed:\n{output}")
     return course, nbformat.read(source_path, as_version=4)
-
-
-def kernel_spec(data, argv):
-    spec = data / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps(dict(
-        argv=argv, display_name="Python 3 (grading sandbox)", language="python",
-        interrupt_mode="message")))
 
 
 def autograde(notebook, stem, student, limits, templates):
@@ -424,8 +410,11 @@ def autograde(notebook, stem, student, limits, templates):
         for path in (work, ipc):
             if os.geteuid() == 0:
                 os.chown(path, NOBODY, NOBODY)
-        kernel_spec(scratch / "env" / "jupyter" / "data",
-                    sandbox_argv(work, ipc, student, memory_mb))
+        spec = scratch / "env" / "jupyter" / "data" / "kernels" / KERNEL
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps(dict(
+            argv=sandbox_argv(work, ipc, student, memory_mb), language="python",
+            display_name="Python 3 (grading sandbox)", interrupt_mode="message")))
         code, output = run(nbgrader(
             "autograde", stem, f"--student={student_id(student)}", "--force",
             f"--Execute.timeout={cell_timeout}", f"--Execute.iopub_timeout={cell_timeout}",
@@ -468,8 +457,7 @@ def why_not_graded(output, code, cell_timeout):
 
 
 def max_points(database, stem):
-    """{grade id: max points} of the assignment in nbgrader's gradebook (the
-    grader's: the sandbox cannot write it)."""
+    """{grade id: max points} of the assignment in nbgrader's gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
     if not database.is_file():
         return {}
@@ -484,8 +472,7 @@ def max_points(database, stem):
 def verdicts(graded, checks, most):
     """[(number, grade id, points, max points, failure)] of nbgrader's output
     notebook, and the first unexpected error outside the exercises ('' if none)."""
-    cells = {}
-    answers, stray = {}, ""
+    cells, answers, stray = {}, {}, ""
     code_cells = [c for c in graded.cells if c.cell_type == "code"]
     for number, cell in enumerate(code_cells, 1):
         grade_id = grade_id_of(cell)
@@ -546,8 +533,7 @@ def text(value):
 
 
 def read_notebook(path, chapters):
-    """(notebook, its chapter, '') or (None, None, why not graded), whatever the
-    file holds: deep nesting, wrong types, not JSON, too large, binary."""
+    """(notebook, its chapter, '') or (None, None, why not graded), whatever the file holds."""
     try:
         size = path.stat().st_size
         if size > NOTEBOOK_MB * 2**20:
@@ -565,9 +551,8 @@ def read_notebook(path, chapters):
 
 
 def grade_student(folder, limits, chapters, templates):
-    """The rows of one student's folder: one per file that is not a notebook
-    it grades (a link, a folder or a pipe named like one, a file no notebook
-    of the book), one per exercise of each chapter graded."""
+    """The rows of one student's folder: one per thing named like a notebook
+    that is not graded, one per exercise of each chapter graded."""
     student = folder.name
     rows, found, others, handed = [], {}, [], False  # found: {chapter: [(name, notebook)]}
     for path in sorted(folder.rglob("*")):
@@ -683,9 +668,8 @@ def free_name(folder, name):
 
 
 def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=MEMORY_MB):
-    """Grade every student's folder of `folder`; write grades.csv and
-    feedback/; return the rows. The scratch folders are made, and removed,
-    in `scratch_root` (default: the system's temporary folder)."""
+    """Grade every student's folder of `folder`, write grades.csv and feedback/,
+    return the rows; scratch folders go in `scratch_root` (default: the system's)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SystemExit(f"SUBMISSIONS={folder}: not a folder")

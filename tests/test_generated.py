@@ -468,3 +468,23 @@ def test_a_copy_whose_statement_differs_from_its_source_is_two_meanings(chapters
     cell.source = cell.source.replace("MERGE_EVERY = 256", "MERGE_EVERY = 128")
     assert copies.names_defined_twice(chapters, own=study.PROTOCOL) == {}
     assert sorted(copies.names_defined_twice(stale, own=study.PROTOCOL)) == ["MERGE_EVERY"]
+
+
+def test_a_file_no_generator_writes_any_more_is_stray_in_either_folder(chapters):
+    wanted = wanted_files(chapters)
+    for folder in (BOOK / "student", BOOK / "_generated"):
+        dropped = next(path for path in sorted(wanted) if path.parent == folder)
+        assert stray_files({p: t for p, t in wanted.items() if p != dropped}) == [dropped]
+
+
+def test_the_tables_read_the_chapters_they_are_given(chapters):
+    """One run of `make generate` is enough: a table that reads the chapters
+    reads them as given (as they are about to be written), not from disk."""
+    renamed = copy.deepcopy(chapters)
+    optional = "*Making the check visible from Python*"
+    heading = next(c for c in renamed[BOOK / "02_where_the_error_is_raised.ipynb"].cells
+                   if c.cell_type == "markdown" and optional.strip("*") in c.source)
+    heading.source = heading.source.replace(optional.strip("*"), "A heading renamed in memory")
+    table = BOOK / "_generated" / "chapters_at_a_glance.md"
+    assert optional in wanted_files(chapters)[table]
+    assert "*A heading renamed in memory*" in wanted_files(renamed)[table]

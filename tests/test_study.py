@@ -4,7 +4,7 @@ import nbformat
 import pytest
 
 from tools import study
-from tools.book import render
+from tools.book import BOOK, render
 from tools.exports import load_exports
 
 CHAPTERS = study.chapters_with_a_study()
@@ -57,7 +57,7 @@ def test_the_key_follows_the_pins_that_can_change_the_numbers(stem, monkeypatch)
 def chapter_helpers():
     """The namespace of chapter 5's `read-study` cell: read_study,
     live_against_stored (chapter 7 carries a copy)."""
-    cell = next(c for c in nbformat.read(study.BOOK / f"{CHAPTERS[0]}.ipynb", 4).cells
+    cell = next(c for c in nbformat.read(BOOK / f"{CHAPTERS[0]}.ipynb", 4).cells
                 if c.get("id") == "read-study")
     namespace = {}
     exec(cell.source, namespace)
@@ -104,7 +104,6 @@ def chapter_after(change):
     """{path: text} of the chapters as `make generate` writes them after
     `change(chapter 4's prune-linear-pair cell)`."""
     from tools import copies
-    from tools.book import BOOK, render
     from tools.generate import read_chapters
     chapters = read_chapters()
     cell = next(c for c in chapters[BOOK / "04_every_way_out.ipynb"].cells
@@ -141,41 +140,6 @@ def test_a_docstring_or_comment_leaves_the_key_a_code_change_changes_it(stem, mo
     assert key_after(replace("in place and atomically", "in place and at once")) == base
     assert key_after(replace(signature, signature + "    # a comment\n")) == base
     assert key_after(replace(signature, signature + "    keep = list(keep)\n")) != base
-
-
-def test_rekey_moves_only_seeds_run_on_the_same_code(monkeypatch):
-    """A seed whose key is the legacy key of a version of the notebook that
-    differs only in comments gets today's key; one run on other code keeps
-    its own."""
-    import torch
-    stem = CHAPTERS[0]
-    name = f"{stem}.ipynb"
-    today = (study.BOOK / name).read_text()
-
-    def first_export_cell_with(line):
-        notebook = nbformat.reads(today, as_version=4)
-        cell = next(c for c in notebook.cells if "export" in c.metadata.get("tags", []))
-        cell.source = line + "\n" + cell.source
-        return render(notebook)
-
-    commented = first_export_cell_with("# a comment")
-    other_code = first_export_cell_with("X_ = 1")
-    plan = load_exports(name).STUDY_PLAN
-    config = plan["variants"]["main"]
-    version = torch.__version__
-    data = {"variants": {"main": {"seeds": {
-        "0": {"key": study.legacy_key(stem, "main", config, 0, version, commented)},
-        "1": {"key": study.legacy_key(stem, "main", config, 1, version, other_code)},
-        "2": {"key": "0123456789abcdef"}}}}}
-    saved = {}
-    monkeypatch.setattr(study, "load", lambda s, new=False: data)
-    monkeypatch.setattr(study, "save", lambda s, d, new=False: saved.update(d))
-    monkeypatch.setattr(study, "git_versions", lambda path: [today, commented, other_code])
-    assert study.rekey(stem, version) == 1
-    seeds = saved["variants"]["main"]["seeds"]
-    assert seeds["0"]["key"] == study.key(stem, "main", config, 0, version)
-    assert seeds["1"]["key"] == study.legacy_key(stem, "main", config, 1, version, other_code)
-    assert seeds["2"]["key"] == "0123456789abcdef"
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)

@@ -8,8 +8,7 @@ import zipfile
 import nbformat
 
 from tools.pip_config import constraint_files, pip_environment, torch_cap, torch_excluded
-from tools import versions as versions_module
-from tools.versions import legacy_key, notebook_key, rekey, table_text, venv_pins
+from tools.versions import notebook_key, table_text, venv_pins
 from tools.wheel_facts import INCLUDE, MISSING, facts
 from tools.wheel_facts import table_text as wheel_table_text
 
@@ -232,30 +231,3 @@ def test_key_ignores_comments_and_docstrings(tmp_path):
     assert notebook_key(path, pinned) != key
     write_notebook(path, "%xmode Plain\nimport torch", code)
     assert notebook_key(path, pinned) != key
-
-
-def test_rekey_moves_only_results_run_on_the_same_code(tmp_path, monkeypatch):
-    """--rekey: a result whose key is the legacy key of a version of the
-    notebook that differs from today's only in comments gets today's key;
-    one run on other code, or with other pins, keeps its own."""
-    path = tmp_path / "01_one.ipynb"
-    pinned = {"torchviz": "0.0.3"}
-    versions = []
-    for sources in [("import torch", "print(1)  # one"), ("import torch", "print(2)")]:
-        write_notebook(path, *sources)
-        versions.append(path.read_text())
-    write_notebook(path, "import torch", "print(1)")
-    versions.insert(0, path.read_text())
-    today, commented, other_code = versions
-    data = {
-        "2.5.1": {"chapters": {"01_one": {"key": legacy_key(path, pinned, commented)}}},
-        "2.6.0": {"chapters": {"01_one": {"key": legacy_key(path, pinned, other_code)}}},
-        "2.7.1": {"chapters": {"01_one": {"key": legacy_key(
-            path, {"torchviz": "0.0.2"}, commented)}}},
-    }
-    monkeypatch.setattr(versions_module, "git_versions", lambda p: versions)
-    assert rekey(data, [path], pinned) == 1
-    assert data["2.5.1"]["chapters"]["01_one"]["key"] == notebook_key(path, pinned)
-    assert data["2.6.0"]["chapters"]["01_one"]["key"] == legacy_key(path, pinned, other_code)
-    assert data["2.7.1"]["chapters"]["01_one"]["key"] == legacy_key(
-        path, {"torchviz": "0.0.2"}, commented)

@@ -117,12 +117,6 @@ def rewrite(text, here, base, titles, names=None):
     return MD_PAGE.sub(page, TERM.sub(term, DOC.sub(doc, text)))
 
 
-def rewrite_includes(folder, here, base, titles, names=None):
-    """The generated files the pages include, rewritten as the pages are."""
-    for path in (folder / "book" / "_generated").glob("*.md"):
-        path.write_text(rewrite(path.read_text(), here, base, titles, names))
-
-
 def base_config(title, exclude):
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["title"] = title
@@ -133,15 +127,27 @@ def base_config(title, exclude):
     return config
 
 
-def fresh_source(folder):
-    """An empty source folder with the book's extension, static files,
-    generated includes and tools (which the extension reads)."""
+def fresh_source(folder, pages, names=None):
+    """A new source folder with the book's extension, static files, tools
+    (which the extension reads), the student notebooks, and `pages` and the
+    generated files they include, rewritten (`rewrite`); returns (the public
+    book's address, {stem: chapter title})."""
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "book").mkdir(parents=True)
     for name in ("_ext", "_static", "_templates", "_generated"):
         shutil.copytree(BOOK / name, folder / "book" / name)
     shutil.copy(BOOK / "references.bib", folder / "book" / "references.bib")
     os.symlink(ROOT / "tools", folder / "tools")
+    base, titles = public_url(), chapter_titles()
+    (folder / "book" / "student").mkdir()
+    for stem in titles:  # the teacher's pack's {student-colab} checks they exist
+        shutil.copy(BOOK / "student" / f"{stem}.ipynb", folder / "book" / "student")
+    for page in pages:
+        shutil.copy(BOOK / f"{page}.md", folder / "book")
+    included = (folder / "book" / "_generated").glob("*.md")
+    for path in [*(folder / "book" / f"{page}.md" for page in pages), *included]:
+        path.write_text(rewrite(path.read_text(), set(pages), base, titles, names))
+    return base, titles
 
 
 def jupyter_book(folder):
@@ -158,18 +164,8 @@ def jupyter_book(folder):
 def class_source(folder=CLASS_SRC):
     """The class site's sources: student notebooks, before-class, Colab page,
     worksheets, and an index; no page with an answer."""
-    fresh_source(folder)
-    base, titles = public_url(), chapter_titles()
-    names = {stem: f"student/{stem}" for stem in titles}
-    (folder / "book" / "student").mkdir()
-    for stem in titles:
-        shutil.copy(BOOK / "student" / f"{stem}.ipynb",
-                    folder / "book" / "student" / f"{stem}.ipynb")
-    for page in CLASS_PAGES:
-        text = (BOOK / f"{page}.md").read_text()
-        (folder / "book" / f"{page}.md").write_text(
-            rewrite(text, set(CLASS_PAGES), base, titles, names))
-    rewrite_includes(folder, set(CLASS_PAGES), base, titles, names)
+    names = {path.stem: f"student/{path.stem}" for path in toc_notebooks()}
+    base, titles = fresh_source(folder, CLASS_PAGES, names)
     chapters = "\n".join(f"- [{titles[s]}](book/student/{s}.ipynb)" for s in titles)
     (folder / "index.md").write_text(f"""---
 myst:
@@ -310,16 +306,7 @@ def write_slides(folder):
 # --- the teacher's pack ---------------------------------------------------
 
 def teacher_source(folder=TEACHER_SRC):
-    fresh_source(folder)
-    base, titles = public_url(), chapter_titles()
-    (folder / "book" / "student").mkdir()
-    for stem in titles:   # for {student-colab}, which checks they exist
-        shutil.copy(BOOK / "student" / f"{stem}.ipynb", folder / "book" / "student")
-    for page in TEACHER_PAGES:
-        text = (BOOK / f"{page}.md").read_text()
-        (folder / "book" / f"{page}.md").write_text(
-            rewrite(text, set(TEACHER_PAGES), base, titles))
-    rewrite_includes(folder, set(TEACHER_PAGES), base, titles)
+    fresh_source(folder, TEACHER_PAGES)
     config = base_config("Teacher's pack: pruning nn.Linear in place", [".venv/*", "_build/*"])
     config["html"]["use_repository_button"] = False
     # no pictures (12), references (13) or nested pages in its sidebar (14)

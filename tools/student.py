@@ -301,11 +301,8 @@ def student_notebook(notebook, chapter=0, hidden_tests=False):
             student.cells.append(prediction)
             cell.metadata["tags"] = list(tags(cell)) + ["reveals-prediction"]
         if index in revealing:
-            cell.outputs, cell.execution_count = [], None
             cell.source = without_asserts(cell.source)
-            for key in DESCRIBES_OUTPUT:
-                cell.metadata.pop(key, None)
-        elif redraws_a_figure(cell):
+        if index in revealing or redraws_a_figure(cell):
             cell.outputs, cell.execution_count = [], None
             for key in DESCRIBES_OUTPUT:
                 cell.metadata.pop(key, None)

@@ -2,7 +2,6 @@
 
     python -m tools.study                        # every chapter with a study
     python -m tools.study --chapters 05 --jobs 2 # one chapter, two processes
-    python -m tools.study --rekey                # run nothing: re-key (see below)
 
 A chapter with a study defines, in its cells tagged `export`:
 
@@ -19,9 +18,7 @@ it). Results go to book/_data/study/<chapter>.json, written after each
 seed: a stopped run resumes, and a rerun runs only the seeds whose key (the
 chapter's export code without its comments and docstrings, the pins of
 STUDY_PACKAGES, the configuration, the seed, the torch and the kernel level)
-changed. `--rekey` runs nothing: it gives today's key to the stored seeds
-whose code differs from today's only in comments, docstrings and cells.
-`make generate` then writes the stored study into the chapter (cells
+changed. `make generate` then writes the stored study into the chapter (cells
 marked `"study": "<chapter>"`) as data, one line of numbers per seed (as
 study_seed rounded them), which the chapter reads into `STUDY` and draws
 its tables from; the chapter re-runs one seed live and holds it to the
@@ -36,8 +33,8 @@ import os
 import sys
 import time
 
-from tools.book import BOOK, CPU_KERNELS, DATA, pins, toc_notebooks
-from tools.codekey import git_versions, normalized, statements
+from tools.book import CPU_KERNELS, DATA, pins, toc_notebooks
+from tools.codekey import statements
 from tools.exports import export_cells, load_exports
 
 RESULTS = DATA / "study"
@@ -103,64 +100,16 @@ def study_pins(pinned=None):
     return {name: pinned[name] for name in STUDY_PACKAGES if name in pinned}
 
 
-def export_code(stem, text=None):
-    """The chapter's export code as the key sees it: statement by statement,
-    however the statements are cut into cells, without comments and
-    docstrings (tools.codekey); of the notebook `text` if given."""
-    return "\n\0\n".join(statement for _, source in export_cells(f"{stem}.ipynb", text)
+def key(stem, variant, config, seed, torch_version):
+    """What one stored seed was run on: the export code statement by
+    statement, however it is cut into cells, without comments and
+    docstrings (tools.codekey); the pins, the configuration, the seed,
+    torch, kernels."""
+    code = "\n\0\n".join(statement for _, source in export_cells(f"{stem}.ipynb")
                           for statement in statements(source))
-
-
-def _key(code, variant, config, seed, torch_version):
     text = json.dumps([code, sorted(study_pins().items()), variant, config, seed,
                        torch_version, KERNELS, CPU_KERNELS], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def key(stem, variant, config, seed, torch_version):
-    """What one stored seed was run on: the export code (not its comments
-    or docstrings), the pins, the configuration, the seed, torch, kernels."""
-    return _key(export_code(stem), variant, config, seed, torch_version)
-
-
-def legacy_key(stem, variant, config, seed, torch_version, text):
-    """The key as it was before it read the code statement by statement (cell
-    by cell, each without comments and docstrings), of the notebook `text`:
-    read by `rekey`."""
-    code = "\n\0\n".join(normalized(source) for _, source in export_cells(f"{stem}.ipynb", text))
-    return _key(code, variant, config, seed, torch_version)
-
-
-def rekey(stem, torch_version, new=False):
-    """Give the new key to each stored seed that was run on code equal, but
-    for comments, docstrings and how it is cut into cells, to today's (of
-    the new seeds if `new`): its key is the legacy key of a version of the
-    notebook (the working tree's or one of its last commits')
-    whose export code is today's once normalized. Nothing is run; a seed
-    whose code cannot be shown to be today's keeps its key (and stays
-    stale). Returns the number of seeds re-keyed."""
-    data = load(stem, new)
-    if not data:
-        return 0
-    today = export_code(stem)
-    versions = [text for text in git_versions(BOOK / f"{stem}.ipynb")
-                if export_code(stem, text) == today]
-    plan = load_exports(f"{stem}.ipynb").STUDY_PLAN
-    count = 0
-    for variant, config in plan["variants"].items():
-        stored = data.get("variants", {}).get(variant, {}).get("seeds", {})
-        for seed, entry in stored.items():
-            wanted = key(stem, variant, config, int(seed), torch_version)
-            if entry.get("key") == wanted:
-                continue
-            if any(entry.get("key") == legacy_key(stem, variant, config, int(seed),
-                                                  torch_version, text)
-                   for text in versions):
-                entry["key"] = wanted
-                count += 1
-    if count:
-        save(stem, data, new)
-    return count
 
 
 def run_one(stem, variant, seed):
@@ -344,21 +293,12 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true",
                         help=f"run {NEW_SEEDS} new seeds per chapter (never part of the "
                              "stored study) and fail if a verdict changes direction")
-    parser.add_argument("--rekey", action="store_true",
-                        help="run nothing: give today's key to the stored seeds whose "
-                             "code differs from today's only in comments, docstrings and cells")
     args = parser.parse_args(argv)
     stems = chapters_with_a_study()
     if args.chapters:
         stems = [s for s in stems if any(s.startswith(c) for c in args.chapters)]
         if not stems:
             sys.exit(f"no chapter with a study matches {args.chapters}")
-    if args.rekey:
-        import torch
-        for stem in stems:
-            count = rekey(stem, torch.__version__) + rekey(stem, torch.__version__, new=True)
-            print(f"{stem}: {count} seeds re-keyed")
-        return 0
     start = time.monotonic()
     flips = 0
     for stem in stems:

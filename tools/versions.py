@@ -5,7 +5,6 @@
     python -m tools.versions --versions 2.5.1 --results /tmp/r.json --strict
     python -m tools.versions --versions 2.5.1 --prepare   # only build the venv
     python -m tools.versions --table-only         # the table from the results
-    python -m tools.versions --rekey              # run nothing: re-key (see below)
 
 One venv (outside the repository, under --venv-root) holds one release at a
 time: that torch from PyPI (a CUDA build, run on the CPU, as a reader would
@@ -24,11 +23,8 @@ metadata: tools.codekey) and of the pins installed beside torch: a
 (release, chapter) pair whose key is already there is not run again, and a
 release with nothing to run builds no venv. A row run on other code or
 other pins is marked `*` in the table until it is run again. Each result
-records the machine it ran on (cores, architecture). `--rekey` runs
-nothing: it gives today's key to results run on code that differs from
-today's only in comments and docstrings. The Markdown table that
-book/versions.md includes is written from that file
-after every run.
+records the machine it ran on (cores, architecture). The Markdown table
+that book/versions.md includes is written from that file after every run.
 """
 import argparse
 import datetime
@@ -45,7 +41,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tools.book import DATA, GENERATED, ROOT, pins, toc_notebooks, torch_releases, version_tuple
-from tools.codekey import git_versions, normalized
+from tools.codekey import normalized
 from tools.pip_config import pip_environment
 from tools.run import clean_environment, run_alone
 
@@ -64,16 +60,13 @@ FREE_GB_NEEDED = 15   # a CUDA build of torch with its nvidia-* wheels: ~7 GB
 
 # The cache key -------------------------------------------------------------
 
-def code_sources(path, text=None):
-    """The sources of the notebook's code cells, without `# @title` lines
-    (of the notebook `text`, one version of the file, if given)."""
+def code_sources(path):
+    """The sources of the notebook's code cells, without `# @title` lines."""
     for _ in range(10):  # someone may be writing the notebook right now
         try:
-            cells = json.loads(Path(path).read_text() if text is None else text)["cells"]
+            cells = json.loads(Path(path).read_text())["cells"]
             break
-        except (json.JSONDecodeError, KeyError) as error:
-            if text is not None:
-                raise RuntimeError(f"a version of {path} is not a readable notebook") from error
+        except (json.JSONDecodeError, KeyError):
             time.sleep(2)
     else:
         raise RuntimeError(f"{path} is not a readable notebook")
@@ -95,60 +88,14 @@ def venv_pins(pinned=None):
     return {name: pinned[name] for name in CHAPTER_PACKAGES if name in pinned}
 
 
-def _key(code, installed_pins):
+def notebook_key(path, installed_pins):
+    """Hash of the notebook's code, cell by cell, without comments and
+    docstrings (tools.codekey), and of the pins installed beside torch."""
+    code = "\n\0\n".join(normalized(source) for source in code_sources(path))
     pins_text = "\n".join(f"{name}=={version}"
                           for name, version in sorted(installed_pins.items()))
     text = code + "\n\0pins\0\n" + pins_text
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def notebook_code(path, text=None):
-    """The notebook's code as the key sees it: cell by cell, without
-    comments and docstrings (tools.codekey)."""
-    return "\n\0\n".join(normalized(source) for source in code_sources(path, text))
-
-
-def notebook_key(path, installed_pins):
-    """Hash of the notebook's code (not its comments or docstrings) and of
-    the pins installed beside torch."""
-    return _key(notebook_code(path), installed_pins)
-
-
-def legacy_key(path, installed_pins, text):
-    """The key as it was before comments and docstrings were left out, of
-    the notebook `text`: read by `rekey`."""
-    return _key("\n\0\n".join(code_sources(path, text)), installed_pins)
-
-
-def rekey(data, notebooks, installed_pins):
-    """Give today's key to each stored result that was run on code equal,
-    but for comments and docstrings, to today's: its key is the legacy key,
-    with `installed_pins`, of a version of the notebook (the working tree's
-    or one of its last commits') whose code is today's once normalized.
-    Nothing is run; any other result keeps its key (and its `*`). Returns
-    the number of results re-keyed."""
-    count = 0
-    for path in notebooks:
-        today = notebook_code(path)
-        wanted = _key(today, installed_pins)
-        legacy = set()
-        for text in git_versions(path):
-            try:
-                if notebook_code(path, text) == today:
-                    legacy.add(legacy_key(path, installed_pins, text))
-            except RuntimeError:            # an old version that is not a notebook
-                continue
-        for row in data.values():
-            result = row.get("chapters", {}).get(path.stem)
-            if result and result.get("key") != wanted and result.get("key") in legacy:
-                result["key"] = wanted
-                count += 1
-    return count
-
-
-def current_keys(notebooks, installed_pins):
-    """{chapter stem: its key today}."""
-    return {nb.stem: notebook_key(nb, installed_pins) for nb in notebooks}
 
 
 def machine():
@@ -402,7 +349,8 @@ def table_text(data, releases, keys):
 
 
 def write_table(data, path, releases):
-    keys = current_keys(toc_notebooks(), venv_pins())
+    installed_pins = venv_pins()
+    keys = {nb.stem: notebook_key(nb, installed_pins) for nb in toc_notebooks()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(table_text(data, releases, keys))
 
@@ -438,10 +386,6 @@ def build_parser():
                              "it, and exit without running anything")
     parser.add_argument("--table-only", action="store_true",
                         help="write the table from the results and exit without running")
-    parser.add_argument("--rekey", action="store_true",
-                        help="run nothing: give today's key to the results run on code "
-                             "that differs from today's only in comments and docstrings, "
-                             "then write the table")
     return parser
 
 
@@ -453,8 +397,8 @@ def parse_args(argv=None):
         parser.error("--prepare builds the venv of one release: give one with --versions")
     if args.table is None and args.results == RESULTS:
         args.table = TABLE
-    if (args.table_only or args.rekey) and args.table is None:
-        parser.error("--table-only and --rekey write the table: give it with --table")
+    if args.table_only and args.table is None:
+        parser.error("--table-only writes the table: give it with --table")
     return args
 
 
@@ -538,11 +482,7 @@ def main(argv=None):
         ready_venv(args.versions[0], args)
         return 0
     data = load(args.results)
-    if args.rekey:
-        count = rekey(data, chapters(args), venv_pins())
-        save(data, args.results)
-        print(f"{count} results re-keyed")
-    if args.table_only or args.rekey:
+    if args.table_only:
         write_table(data, args.table, args.versions)
         return 0
     started = time.monotonic()

@@ -307,11 +307,6 @@ def generated():
     return {TABLE: table_text(json.loads(RESULTS.read_text()))}
 
 
-def write_table(data, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table_text(data))
-
-
 def save(data, path):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -337,7 +332,7 @@ def main(argv=None):
                                   only_convolution=release not in every)
         print(release, json.dumps(data[release]), flush=True)
         save(data, RESULTS)
-    write_table(data, TABLE)
+    TABLE.write_text(table_text(data))
     print(TABLE.read_text())
     return 0
 

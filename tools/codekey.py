@@ -13,9 +13,7 @@ its text as it is.
 """
 import ast
 import hashlib
-import subprocess
 
-from tools.book import ROOT
 
 MAGIC_CALL = "__ipython_line__"
 
@@ -74,22 +72,3 @@ def statements(source):
 def digest(text):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-
-def git_versions(path, limit=50):
-    """The text of `path` (a file of the repository) in the working tree,
-    then at each of the last `limit` commits that changed it, newest first;
-    [] of history outside a git checkout."""
-    texts = [path.read_text()] if path.is_file() else []
-    if not path.resolve().is_relative_to(ROOT):
-        return texts
-    relative = path.resolve().relative_to(ROOT).as_posix()
-    log = subprocess.run(["git", "log", f"-n{limit}", "--format=%H", "--", relative],
-                         cwd=ROOT, capture_output=True, text=True)
-    if log.returncode != 0:
-        return texts
-    for commit in log.stdout.split():
-        shown = subprocess.run(["git", "show", f"{commit}:{relative}"], cwd=ROOT,
-                               capture_output=True, text=True)
-        if shown.returncode == 0 and shown.stdout not in texts:
-            texts.append(shown.stdout)
-    return texts

@@ -1,53 +1,19 @@
 """Open every built page in headless Chromium, as readers would.
 
 The book is served over HTTP with gzip, as a web host sends it
-(tools/serve.py). Each page is loaded four ways: a 1366x900 desktop and a 390-px phone
-(is_mobile, touch), each in the light and the dark colour scheme. Every view
-fails on a JavaScript error, a console error, a local file that does not
-load, a broken image or an empty SVG, a formula not drawn as MathML,
-error output outside a cell that is meant to fail, a page wider than the
-screen, and content cut off (clipped by its box; on a desktop, also a table,
-formula or diagram that needs scrolling). On a phone the menu and contents
-buttons must open the navigation; on a desktop the menu button must hide the
-sidebar (checked in the light views; the dark ones run the same script).
-Every image needs real alt text and a caption, graph labels must be at
-least 10 px tall as shown, printing keeps each page's title, the intro's
-quick fix shows on the first screen, and the site search ranks the intro
-first for the error. On a small phone (360x640), chapter 1's quick fix,
-where a search for the error lands, is whole on the first screen. With SCREENSHOTS=1 in the environment, a full-page
-screenshot of every view is saved under _build/screenshots/ to look at
-(`SCREENSHOTS=1 .venv/bin/python -m pytest tests/test_browser.py`); without
-it, none is taken (a screenshot checks nothing, and costs time).
+(tools/serve.py). Each page is loaded four ways (VIEWS): a 1366x900 desktop
+and a 390-px phone, each in the light and the dark colour scheme, and every
+view fails on what test_page lists: errors, missing files, broken media,
+content cut off, words broken, images without alt text or caption, a page
+over its budget (BUDGETS), navigation that does not open or close, print
+that is too small or dark, and serious accessibility violations. Each check
+below says what it looks for. The tests after test_page run once each: the
+site search, a planted low-contrast token, and the quick fix on a small
+phone.
 
-Also, in every view: while the page loads, no script reads the layout of
-a cell that the browser leaves for later (content-visibility), which would
-make it lay that cell out at once; no name breaks in the middle of a word in a
-heading, the footer or code; text laid out in columns in a cell output
-keeps its lines whole (checked on the phone, where they would wrap), and
-one that scrolls shows a shadow at its edge; a graph that scrolls on a
-phone says so. On the phone: what each page loads stays within its budget
-(BUDGETS: bytes as sent with gzip, and scripts), no page without
-mathematics loads MathJax, and a tap on a link of the contents drawer
-closes it; and in its light view, code reads whole (PHONE_READING: inline
-code never breaks right after a dot, a wrapped line of code hangs to the
-right of its start, the copy button covers no text). In print (desktop views): body text of 10 pt or more, code of
-8.5 pt or more, the page's whole width, and dark text on light paper in the
-dark theme too. The page has a favicon, and the site search's summaries
-start with the page's own words.
-
-axe-core (AXE_VIEWS) runs in two views of each page, the desktop in the
-light scheme and the phone in the dark one, and finds no serious or
-critical accessibility violation (label-content-name-mismatch, experimental
-in axe-core, included): between them they cover both layouts and
-both colour schemes (the rules that depend on the width, and the contrast
-of each scheme), at half the cost of four runs, axe being most of a view's
-time. Its colour-contrast rule checks one token of each distinct look in
-the highlighted code (MARK_CODE_TOKEN_SAMPLES), not all thirteen thousand;
-a planted low-contrast token colour is still found.
-
-Once each: on a 360-px phone the search field's magnifying glass leaves
-the query typed whole, and a search highlights nothing on the pages read
-after it.
+With SCREENSHOTS=1 in the environment, a full-page screenshot of every view
+is saved under _build/screenshots/ to look at; without it, none is taken (a
+screenshot checks nothing, and costs time).
 
 `make test` spreads the views over the workers (each view is a test of its
 own; tests/conftest.py sends them after every other file, so that each
@@ -68,6 +34,7 @@ PAGES = [f"{entry}.html" for entry in toc_entries()] + ["search.html"]
 INTRO = f"{toc_entries()[0]}.html"
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
+SMALL_PHONE = {"width": 360, "height": 640}
 VIEWS = {
     "desktop": dict(viewport=DESKTOP),
     "desktop-dark": dict(viewport=DESKTOP, color_scheme="dark"),
@@ -75,7 +42,9 @@ VIEWS = {
     "phone-dark": dict(viewport=PHONE, is_mobile=True, has_touch=True,
                        color_scheme="dark"),
 }
-# The views axe-core runs in (see the docstring).
+# The views axe-core runs in: between them both layouts (the rules that
+# depend on the width) and both colour schemes (the contrast of each), at
+# half the cost of four runs, axe being most of a view's time.
 AXE_VIEWS = ("desktop", "phone-dark")
 MIN_TEXT_PX = 10
 # Print: CSS px per point.
@@ -653,42 +622,47 @@ def image_problems(page, site, view):
     return problems
 
 
-def quick_fix_problems(page, view):
-    """The intro: its title and description name the error, and its quick
-    fix is right under the error, on the first screen."""
-    box = page.evaluate("""() => {
-      const box = document.querySelector('.quick-fix');
-      if (!box) return null;
-      const rect = box.getBoundingClientRect();
-      const code = box.querySelector('pre');
-      const error = document.querySelector('div.highlight-text pre');
-      const prev = box.previousElementSibling;
-      return {top: rect.top + window.scrollY, bottom: rect.bottom + window.scrollY,
-              right: rect.right, codeHidden: code.scrollWidth - code.clientWidth,
-              underError: !!prev && !!prev.querySelector('pre') && prev.textContent.includes('TBackward0'),
-              errorText: error ? error.textContent.trim() : ''};
-    }""")
+# The quick-fix box: where it ends, whether its code is cut, what stands
+# above it (the error), the header's height over it, and its last line.
+QUICK_FIX_BOX = """() => {
+  const box = document.querySelector('.quick-fix');
+  if (!box) return null;
+  const rect = box.getBoundingClientRect();
+  const code = box.querySelector('pre');
+  const error = document.querySelector('div.highlight-text pre');
+  const prev = box.previousElementSibling;
+  const header = document.querySelector('.bd-header-article');
+  const lines = code.textContent.trim().split('\\n');
+  return {bottom: rect.bottom + window.scrollY, height: rect.height, right: rect.right,
+          codeHidden: code.scrollWidth - code.clientWidth,
+          underError: !!prev && !!prev.querySelector('pre') && prev.textContent.includes('TBackward0'),
+          errorText: error ? error.textContent.trim() : '',
+          header: header ? header.getBoundingClientRect().height : 0, lastLine: lines[lines.length - 1]};
+}"""
+
+
+def quick_fix_cut(box, screen, first_screen=True):
+    """Where the quick fix (QUICK_FIX_BOX) does not fit on `screen`."""
     problems = []
-    title, description = page.evaluate("""() => [document.title,
-      (document.querySelector('meta[name="description"]') || {}).content || '']""")
-    for words in ("TBackward0", "invalid gradient"):
-        if words not in title or words not in description:
-            problems.append(f"the page title or description lacks {words!r}")
-    book_title = title.split(" \N{EM DASH} ")[-1]
-    if title.count(book_title) > 1:
-        problems.append(f"the page title repeats itself: {title!r}")
-    if box is None:
-        return problems + ["the intro has no quick-fix box"]
-    screen = VIEWS[view]["viewport"]
-    if box["errorText"] != THE_ERROR:
-        problems.append(f"the first text block is not the error: {box['errorText'][:60]!r}")
-    if not box["underError"]:
-        problems.append("the quick fix is not right under the error")
-    if box["bottom"] > screen["height"]:
+    if first_screen and box["bottom"] > screen["height"]:
         problems.append(f"the quick fix ends at {box['bottom']:.0f} px, below the "
                         f"first screen ({screen['height']} px)")
     if box["right"] > screen["width"] or box["codeHidden"] > 1:
         problems.append("the quick fix is cut at the side")
+    return problems
+
+
+def quick_fix_problems(page, view):
+    """The intro's quick fix is right under the error, on the first screen
+    (its title and description are tests/test_findable.py's)."""
+    box = page.evaluate(QUICK_FIX_BOX)
+    if box is None:
+        return ["the intro has no quick-fix box"]
+    problems = quick_fix_cut(box, VIEWS[view]["viewport"])
+    if box["errorText"] != THE_ERROR:
+        problems.append(f"the first text block is not the error: {box['errorText'][:60]!r}")
+    if not box["underError"]:
+        problems.append("the quick fix is not right under the error")
     return problems
 
 
@@ -813,8 +787,7 @@ SEARCH_FIELDS = """() => Array.from(document.querySelectorAll('form.bd-search'))
 def test_the_search_icon_leaves_the_query_whole(browser, site):
     """On a 360-px phone, the search field's magnifying glass stands before
     the query typed, in the header's search dialog and on the search page."""
-    context = browser.new_context(viewport={"width": 360, "height": 640},
-                                  is_mobile=True, has_touch=True)
+    context = browser.new_context(viewport=SMALL_PHONE, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.goto(site + INTRO, wait_until="load")
     visible(page, "button.search-button__button")[0].tap()
@@ -848,23 +821,6 @@ def test_a_search_does_not_highlight_the_pages_read_after_it(browser, site):
     assert marked == dict.fromkeys(marked, 0), f"search words highlighted: {marked}"
 
 
-# A small phone (360x640 CSS px): where a search for the error lands, the
-# fix must be whole on the first screen.
-SMALL_PHONE = {"width": 360, "height": 640}
-QUICK_FIX_BOX = """() => {
-  const box = document.querySelector('.quick-fix');
-  if (!box) return null;
-  const rect = box.getBoundingClientRect();
-  const code = box.querySelector('pre');
-  const header = document.querySelector('.bd-header-article');
-  const lines = code.textContent.trim().split('\\n');
-  return {top: rect.top + window.scrollY, bottom: rect.bottom + window.scrollY,
-          height: rect.height, right: rect.right, codeHidden: code.scrollWidth - code.clientWidth,
-          codeBottom: code.getBoundingClientRect().bottom + window.scrollY,
-          header: header ? header.getBoundingClientRect().height : 0, lastLine: lines[lines.length - 1]};
-}"""
-
-
 def test_the_quick_fix_is_whole_on_a_small_phone(browser, site):
     """Chapter 1 (where a search for the error lands) shows the quick fix,
     its last line (the optimizer rebuilt) included, on the first screen of
@@ -883,12 +839,9 @@ def test_the_quick_fix_is_whole_on_a_small_phone(browser, site):
             continue
         if not box["lastLine"].startswith("optimizer = torch.optim."):
             problems.append(f"{page_path}: the quick fix ends with {box['lastLine']!r}")
-        if first_screen and box["bottom"] > SMALL_PHONE["height"]:
-            problems.append(f"{page_path}: the quick fix ends at {box['bottom']:.0f} px, "
-                            f"below the first screen ({SMALL_PHONE['height']} px)")
+        problems += [f"{page_path}: {problem}"
+                     for problem in quick_fix_cut(box, SMALL_PHONE, first_screen)]
         if box["height"] + box["header"] > SMALL_PHONE["height"]:
             problems.append(f"{page_path}: the quick fix ({box['height']:.0f} px) does "
                             "not fit on one screen under the header")
-        if box["right"] > SMALL_PHONE["width"] or box["codeHidden"] > 1:
-            problems.append(f"{page_path}: the quick fix is cut at the side")
     assert problems == []

@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-requirements
 
 .PHONY: help setup book book-strict test test-only lint generate generate-check \
         execute dot bench versions clean student lint-workflows publish-dry-run \
-        study study-check lighthouse ci ci-checks floor clean-floor pdf notebooks-zip
+        study study-check ci ci-checks floor clean-floor pdf notebooks-zip
 
 help: ## this list: every target, with what it does
 	@awk -F ':[^#]*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -151,16 +151,10 @@ study-check: setup ## rerun the study on 10 new seeds; fail if a verdict flips
 	$(CPU_KERNELS) nice -n 5 $(PY) -m tools.study --check
 	$(PY) -m tools.generate
 
-# Lighthouse (pinned in package.json and package-lock.json; needs Node 20 and
-# npm) with the system Chromium: every page of the book and a fresh
-# `jupyter-book create` template, both served with gzip, three runs per page,
-# medians and ratios to the template in _build/lighthouse.md. Timings depend
-# on the machine's load: not part of `make test`.
+# reveal.js for the teacher pack's offline slides (pinned in package.json and
+# package-lock.json; needs Node 20 and npm).
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
-
-lighthouse: book node_modules/.package-lock.json ## Lighthouse on every page, against a fresh template book
-	nice $(PY) -m tools.lighthouse
 
 # Inference speed of dense vs pruned models, and what TNVP's statistics add
 # to training (timings: not part of `make test`). The overhead is stored in

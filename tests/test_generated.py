@@ -414,3 +414,77 @@ def test_a_setup_or_study_cell_edited_names_where_to_edit(chapters, marker, orig
     assert kind == "rewritten"
     assert f"written by `make generate` from {origin}: if you edited it" in lines[0]
     assert lines[-1] == "-print('edited')"
+
+
+def test_a_copy_of_that_is_not_a_list_is_refused_by_name(chapters):
+    broken = copy.deepcopy(chapters)
+    reference = "04_every_way_out.ipynb#prune-linear-pair"
+    copy_cell(broken[CH7], reference).metadata["copy_of"] = reference
+    with pytest.raises(ValueError, match="copy_of must be a list"):
+        copies.with_generated_cells(broken)
+
+
+def setup_first(chapters):
+    """Chapter 4 alone, its setup cell first among its code cells."""
+    notebook = copy.deepcopy(chapters[CH4])
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert "setup" in code[0].metadata and "setup" not in code[1].metadata
+    return notebook, code
+
+
+def test_the_setup_cell_is_the_first_code_cell_and_the_only_one(chapters):
+    notebook, code = setup_first(chapters)
+    del code[0].metadata["setup"]
+    with pytest.raises(ValueError, match="the first code cell must be the setup cell"):
+        copies.with_generated_cells({**chapters, CH4: notebook})
+    for later in (code[1], code[2], code[-1]):
+        notebook, code_now = setup_first(chapters)
+        cell = code_now[code.index(later)]
+        cell.metadata["setup"] = {"install": []}
+        with pytest.raises(ValueError, match="only the first code cell is a setup cell"):
+            copies.with_generated_cells({**chapters, CH4: notebook})
+
+
+def test_the_setup_cell_installs_what_the_other_cells_import():
+    cells = [nbformat.v4.new_code_cell(source) for source in (
+        "%pip install nothing\n!ls\nimport torchviz.dot as dot",
+        "from torch_pruning.pruner import importance")]
+    assert copies.imported_installables(cells) == ["torchviz", "torch-pruning"]
+    assert copies.imported_installables(cells[1:]) == ["torch-pruning"]
+    assert copies.imported_installables([nbformat.v4.new_code_cell("import torchvizz")]) == []
+
+
+def test_every_top_level_name_of_a_cell_is_found():
+    names = copies.top_level_names("def f():\n    pass\nX = 1\nY, Z = 2, 3\n%time W = 4")
+    assert [(name, kind) for name, kind, _ in names] == [
+        ("f", "def"), ("X", "assign"), ("Y", "assign"), ("Z", "assign")]
+
+
+def test_a_copy_whose_statement_differs_from_its_source_is_two_meanings(chapters):
+    """Before `make generate`, a copy that no longer says what its source
+    says gives the name two meanings."""
+    stale = copy.deepcopy(chapters)
+    cell = copy_cell(stale[CH7], "05_variance_pruning.ipynb#activation-tracker")
+    cell.source = cell.source.replace("MERGE_EVERY = 256", "MERGE_EVERY = 128")
+    assert copies.names_defined_twice(chapters, own=study.PROTOCOL) == {}
+    assert sorted(copies.names_defined_twice(stale, own=study.PROTOCOL)) == ["MERGE_EVERY"]
+
+
+def test_a_file_no_generator_writes_any_more_is_stray_in_either_folder(chapters):
+    wanted = wanted_files(chapters)
+    for folder in (BOOK / "student", BOOK / "_generated"):
+        dropped = next(path for path in sorted(wanted) if path.parent == folder)
+        assert stray_files({p: t for p, t in wanted.items() if p != dropped}) == [dropped]
+
+
+def test_the_tables_read_the_chapters_they_are_given(chapters):
+    """One run of `make generate` is enough: a table that reads the chapters
+    reads them as given (as they are about to be written), not from disk."""
+    renamed = copy.deepcopy(chapters)
+    optional = "*Making the check visible from Python*"
+    heading = next(c for c in renamed[BOOK / "02_where_the_error_is_raised.ipynb"].cells
+                   if c.cell_type == "markdown" and optional.strip("*") in c.source)
+    heading.source = heading.source.replace(optional.strip("*"), "A heading renamed in memory")
+    table = BOOK / "_generated" / "chapters_at_a_glance.md"
+    assert optional in wanted_files(chapters)[table]
+    assert "*A heading renamed in memory*" in wanted_files(renamed)[table]

@@ -172,6 +172,9 @@ def one_copy_per_source(path, notebook, notebooks):
     cells = []
     for cell in notebook.cells:
         references = cell.metadata.get("copy_of") or []
+        if not isinstance(references, list):
+            raise ValueError(f"{Path(path).name}: copy_of must be a list of cells "
+                             f"('NN_name.ipynb#cell-id'), not {references!r}")
         if len(references) < 2:
             cells.append(cell)
             continue

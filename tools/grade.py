@@ -1,125 +1,94 @@
 """Grade a class's student notebooks with nbgrader: `make grade SUBMISSIONS=folder`.
 
-    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120]
-                                 [--memory-mb 6000] [--scratch DIR]
+    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120] [--memory-mb 6000]
 
 FOLDER holds one sub-folder per student, each with any of the student
 notebooks (book/student/), under any file name (Colab saves "Copy of
-01_reproduce_the_error.ipynb"). It writes
+01_reproduce_the_error.ipynb"). It writes FOLDER/grades.csv (COLUMNS: a row
+per exercise graded, and one per file, folder or student not graded, saying
+why) and FOLDER/feedback/STUDENT.md (the same, for the student). Whatever a
+file holds or is (nesting too deep, wrong types, not JSON, over NOTEBOOK_MB,
+binary; a link, a folder or a pipe named like a notebook, a file beside the
+student folders), it is a row, and the others are graded. A student folder
+named like what the grader writes (`feedback`, `grades.csv`) or hidden is not
+graded, and the outputs go to the next free names (`grades-1.csv`, `feedback-1/`).
 
-- FOLDER/grades.csv: one row per exercise of each notebook graded (student,
-  notebook, exercise, points, max_points, failure: the first line of what
-  went wrong), and one row per file or folder that could not be graded and
-  per student with no notebook, saying why;
-- FOLDER/feedback/STUDENT.md: the same, for the student, with each failed
-  check's message ("not yet: ...").
-Whatever a file holds (nesting too deep for Python, values of the wrong
-type, not JSON, more than NOTEBOOK_MB, binary), or whatever it is (a link,
-a folder or a pipe named like a notebook, a file beside the student
-folders), it is a row, and the others are graded.
-A student folder that holds notebooks under a name the grader needs
-(`feedback`, `grades.csv`) or a hidden one (`.name`) is not graded, and a
-row says so; grades.csv and feedback/ then go to `grades-1.csv` and
-`feedback-1/` (the next free names).
-
-The grading is nbgrader's (the Jupyter project's grader, local, with its
-SQLite gradebook): the student notebooks carry its cell metadata (tools.
-student), each chapter is an nbgrader assignment whose source is the
-grading notebook of tools.student (`grading_notebook(stem)`, the student
-notebook whose checks keep their hidden tests; the shipped student
-notebook while that does not exist), and `nbgrader autograde` runs each
-submission with the source's checks put back in place of the student's
-copies (locked cells), per-cell time-outs interrupting a cell that runs too
-long, and errors allowed, so that one exercise's failure costs only its
-point. Before that the grader cleans the submission's nbgrader metadata: a
-pasted copy of a check (or answer) cell loses it (nbgrader refuses a
-notebook with two cells of one id), a cell whose id the source does not
-have loses it, and the others get the source's metadata back (a student
-cannot make a check worth 100 points or unlock it). A check cell the
-student deleted scores 0, "check cell missing".
-
-Why nbgrader: it grades a class locally, with no service to run, keeps
-grades in a SQLite gradebook, locks the checks, and time-limits cells.
-otter-grader grades a class only in Docker containers (`otter grade`); it
-runs without Docker only one notebook at a time (`otter run`).
+The grading is nbgrader's: each chapter is an assignment whose source is
+`tools.student.grading_notebook(stem)` (the checks keep their hidden tests),
+and `nbgrader autograde` runs each submission with those checks put back in
+place of the student's copies (locked cells), under per-cell time-outs, errors
+allowed, so that one exercise's failure costs only its point. Its nbgrader
+metadata is cleaned first (`cleaned`): nbgrader refuses a notebook with two
+cells of one id (a pasted check), and a student must not make a check worth
+100 points or unlock it. A deleted check scores 0.
+Why nbgrader: it grades a class locally, with no service to run, keeps grades
+in a SQLite gradebook, locks the checks, and time-limits cells. otter-grader
+grades a class only in Docker containers (`otter grade`); without Docker, one
+notebook at a time (`otter run`).
 
 The sandbox. Only the student's code is untrusted, and it runs only in the
-kernel: nbgrader (its gradebook, the chapter templates, the executor
-nbclient) runs outside, as the grader, and starts each notebook's kernel
-through a kernel spec of its own whose command is bubblewrap (`bwrap`):
-- no network (--unshare-net; the kernel talks to nbclient over ZeroMQ
-  `ipc` sockets in a folder bound into the sandbox, since the sandbox has
-  its own loopback), its own PID, IPC and UTS namespaces, a new session,
-  and --die-with-parent: when the kernel exits or nbgrader is killed, every
-  process the notebook started dies with the namespace (a
-  `Popen(..., start_new_session=True)` included);
-- of the file system, only the system's folders (/usr, /etc, /sys and the
-  links to /usr) and the virtualenv and the Python it is made from,
-  read-only, a tmpfs /tmp, and two folders writable: the notebook's own
-  empty working folder and the folder of its kernel's sockets; the folders
-  leading to these are empty, so nothing beside them (the class folder,
-  another section's, a grades.csv, the repository, the home folder, the
-  grader's scratch folders) exists in the sandbox;
-- run as the user `nobody` (uid 65534, by `setpriv` inside the sandbox,
-  every capability dropped, no new privileges), so that even a mistake in
-  the binds leaves it no root's rights, and under `prlimit` limits:
-  address space (--memory-mb), processes (per uid, so a fork bomb stops;
-  shared by the notebooks graded at once on the machine), file size, no
-  core files. (Run by a user other than root, the grader has bwrap make a
-  user namespace instead, and the kernel stays that user, without the
-  process limit, which would count all that user's processes);
-- the environment cleared, then HOME, TMPDIR, the CPU-kernel variables of
-  the book and BOOK_STUDENT=<the student's folder name> (the student
-  edition picks the student's variant of an exercise from it) set.
-Before the first student, a canary (a few lines of Python in the sandbox)
-must run as the sandbox's user, with no network and no sight of the class
-folder; if it does not (bwrap present but unable to make namespaces, for
-one), the grader stops with what bwrap said and grades no one.
-nbgrader itself runs under an address-space limit too: nbclient keeps all
-a notebook prints, and a notebook printing without end must fail its own
+kernel: nbgrader (its gradebook, the chapter templates, nbclient) runs
+outside, as the grader, and starts each kernel through a kernel spec of its
+own whose command is bubblewrap (`sandbox_argv`):
+- no network: the kernel talks to nbclient over ZeroMQ `ipc` sockets in a
+  folder bound into the sandbox, since the sandbox has its own loopback;
+- its own PID namespace and --die-with-parent: when the kernel exits or
+  nbgrader is killed, every process the notebook started dies with it (one
+  of `Popen(..., start_new_session=True)` included);
+- of the file system, only the system's folders, the virtualenv and its
+  Python, read-only, a tmpfs /tmp, and its own working and socket folders
+  writable; the folders leading to these are empty, so nothing beside them
+  (the class folder, another section's, a grades.csv, the repository, the
+  home folder, the grader's scratch folders) exists in the sandbox;
+- run by root, the kernel becomes `nobody` with every capability dropped (a
+  mistake in the binds leaves it no root's rights) under a process limit (a
+  fork bomb stops); run by another user, bwrap makes a user namespace and the
+  kernel stays that user, without the process limit (it would count all that
+  user's processes); address space, file size and core files are limited;
+- the environment is cleared but for HOME, TMPDIR, the book's CPU-kernel
+  variables and BOOK_STUDENT (the student edition picks the student's variant
+  of an exercise from it).
+Before the first student, a canary checks that the sandbox holds (`canary`);
+if not (bwrap unable to make namespaces, for one) the grader stops with what
+bwrap said and grades no one.
+nbgrader itself runs under an address-space limit too: nbclient keeps all a
+notebook prints, and a notebook printing without end must fail its own
 grading, not exhaust the grader's machine.
 A cell's time-out interrupts the kernel by a message (the kernel spec's
 `interrupt_mode`: a signal to bwrap would not reach the kernel); it bounds
 the outputs that follow a cell's reply too, and the kernel's start has the
 notebook's time-out (nbclient's own 4 s and 60 s fail a notebook on a busy
-machine for no fault of the student's). Every
-notebook's time-out kills nbgrader's process group; bwrap dies with it and the
-kernel's PID namespace with bwrap, whatever the kernel is doing (a C call
-that ignores signals included), and the grader returns at once: its output
-goes to a file, not a pipe a stray process could hold open.
+machine for no fault of the student's). A notebook's time-out kills
+nbgrader's process group, bwrap with it and the kernel's PID namespace with
+bwrap, whatever the kernel is doing (a C call that ignores signals included),
+and the grader returns at once: nbgrader's output goes to a file, not a pipe
+a stray process could hold open.
 
-Why bubblewrap: it is a single small setuid-free program packaged by
-Debian, which runs a command in fresh namespaces with exactly the mounts
-given on its command line and nothing else to configure; the kernel spec
-calls it per kernel, and it needs no daemon. nsjail is not packaged by
-Debian 12 (built from source, configured in protobuf files) and firejail is a
-setuid-root program with a large default profile system meant for desktop
-applications, whose past privilege escalations make it a poor fit for a
-grader that runs as root.
+Why bubblewrap: a single small setuid-free program packaged by Debian, which
+runs a command in fresh namespaces with exactly the mounts given on its
+command line and nothing else to configure; the kernel spec calls it per
+kernel, with no daemon. nsjail is not packaged by Debian 12 (built from
+source, configured in protobuf files) and firejail is a setuid-root program
+with a large profile system meant for desktop applications, whose past
+privilege escalations make it a poor fit for a grader that runs as root.
 
-Reading the grade. nbgrader's gradebook lies outside the sandbox, so the
-notebook cannot write it; the grader reads it for each check's maximum, and
-gives a check its points only if the check cell in nbgrader's output
-notebook ran (it has an execution count), raised nothing and printed its
-success line `Exercise N: passed`: a check that did not run or printed
-nothing (a cell blanked by an input transformer the notebook installed, for
-one) scores 0. Points are never more than the check's maximum. A check that
-passed but wrote to stderr (a warning) keeps its point: nbgrader alone would
-give it 0 with no reason shown, and a deprecation warning is not a wrong
-answer. The known limit: the checks run in the student's kernel, so code in
-the notebook could still forge a check's output on purpose (replace
-`print`, or patch what a check calls); the restored checks, the success
-line and the error count make that a deliberate act; a row tells the
-teacher when a student's cell uses the hooks it would take (IPython's input
-or AST transformers, its events, sys.stdout, builtins), and hidden tests
-(in the grading notebook) check what the student cannot see.
+Reading the grade (`verdicts`). The gradebook lies outside the sandbox, so
+the notebook cannot write it; a check gets its points only if its cell in
+nbgrader's output ran, raised nothing and printed `Exercise N: passed`: a
+check blanked by an input transformer the notebook installed scores 0. A
+check that passed but wrote a warning to stderr keeps its point: nbgrader
+alone would give it 0 with no reason shown. The known limit: the checks run
+in the student's kernel, so a notebook could still forge a check's output on
+purpose (replace `print`, or patch what a check calls); the restored checks
+and the success line make that a deliberate act, a row tells the teacher when
+a student's cell uses the hooks it would take (`hooks_touched`), and hidden
+tests check what the student cannot see.
 
-When a student hands in a chapter twice, the copy with more answered cells
-(answer cells changed from the stub) is graded, the first by name on a tie;
-a row names the other. The chapter of a notebook is read from its exercise
-cells' ids (`ch01-exercise-1-check`), not from its file name. grades.csv
-is safe to open in a spreadsheet: a cell starting with = + - @, a tab or a
-carriage return is prefixed with ' (OWASP's CSV injection advice).
+Of a chapter handed in twice, the copy with more answer cells changed from
+the stub is graded (the first by name on a tie), and a row names the other. A
+notebook's chapter is read from its exercise cells' ids, not its file name.
+grades.csv is safe to open in a spreadsheet (`spreadsheet_safe`, after OWASP's
+CSV injection advice).
 """
 import argparse
 import csv
@@ -142,6 +111,7 @@ from tools.student import STUDENT
 COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "failure"]
 GRADE_ID = re.compile(r"^ch(\d\d)-exercise-(\d+)-(check|answer)$")
 RESERVED = {"grades.csv", "feedback"}
+A_FILE = "not graded: a file, not a student's folder (one sub-folder per student)"
 KERNEL = "book-sandbox"
 NOBODY = 65534
 MEMORY_MB = 6000
@@ -169,11 +139,8 @@ def shipped():
 
 def source_notebook(stem):
     """The nbgrader source of chapter `stem`: tools.student's grading notebook
-    (checks with hidden tests) if it has one, else the shipped student notebook."""
-    make = getattr(tools.student, "grading_notebook", None)
-    if make is None:
-        return nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4)
-    made = make(stem)
+    (the student notebook whose checks keep their hidden tests)."""
+    made = tools.student.grading_notebook(stem)
     if isinstance(made, (str, Path)):
         return nbformat.read(made, as_version=4)
     return nbformat.from_dict(made)
@@ -191,19 +158,15 @@ def grade_id_of(cell):
     return grade_id if isinstance(grade_id, str) else ""
 
 
-def grade_ids(notebook):
-    return [grade_id_of(cell) for cell in notebook.cells]
-
-
 def chapter_of(notebook):
     """The chapter number the notebook's exercise cells name, or None."""
-    chapters = {int(m[1]) for m in map(GRADE_ID.match, grade_ids(notebook)) if m}
+    chapters = {int(m[1]) for m in map(GRADE_ID.match, map(grade_id_of, notebook.cells)) if m}
     return chapters.pop() if len(chapters) == 1 else None
 
 
 def checks_of(notebook):
     """[(exercise number, grade id)] of a source notebook's checks."""
-    found = [(int(m[2]), m[0]) for m in map(GRADE_ID.match, grade_ids(notebook))
+    found = [(int(m[2]), m[0]) for m in map(GRADE_ID.match, map(grade_id_of, notebook.cells))
              if m and m[3] == "check"]
     if not found:
         raise ValueError("no nbgrader check cell in the source notebook (run make generate)")
@@ -244,29 +207,23 @@ def cleaned(notebook, source):
             places.setdefault(grade_id_of(cell), []).append(index)
     keep = {}
     for grade_id, indexes in places.items():
-        match = GRADE_ID.match(grade_id)
-        answer = keep.get(grade_id.replace("-check", "-answer"))
-        if match and match[3] == "check" and answer is None:
-            answer_places = places.get(grade_id.replace("-check", "-answer"), [])
-            answer = answer_places[0] if answer_places else None
-        after = [i for i in indexes if answer is None or i > answer]
-        keep[grade_id] = (after or indexes)[0]
+        answer = -1
+        if grade_id.endswith("-check"):
+            answer = places.get(grade_id.removesuffix("-check") + "-answer", [-1])[0]
+        keep[grade_id] = next((i for i in indexes if i > answer), indexes[0])
     kept = set(keep.values())
     for index, cell in enumerate(notebook.cells):
         if "nbgrader" in cell.get("metadata", {}):
-            grade_id = grade_id_of(cell)
             if index in kept:
-                cell.metadata["nbgrader"] = json.loads(json.dumps(wanted[grade_id]))
+                cell.metadata["nbgrader"] = json.loads(json.dumps(wanted[grade_id_of(cell)]))
             else:
                 del cell.metadata["nbgrader"]
-    missing = [grade_id for grade_id in wanted if grade_id not in keep]
-    return notebook, missing
+    return notebook, [grade_id for grade_id in wanted if grade_id not in keep]
 
 
 def hooks_touched(notebook, source):
-    """(code cell number, what) of the first cell of `notebook` that is neither
-    a check nor a cell of `source` and uses IPython's or Python's hooks,
-    through which a notebook could blank or forge the checks; None if none."""
+    """(code cell number, hook) of the first cell of `notebook`, neither a check
+    nor a cell of `source`, that uses one of HOOKS (it could blank or forge the checks)."""
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
     own = {cell.source for cell in source.cells}
     for number, cell in enumerate(code_cells, 1):
@@ -329,9 +286,7 @@ def sandbox_argv(work, ipc, student, memory_mb=MEMORY_MB, code=None):
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     # as root in the sandbox: copy the connection file (readable by root alone)
-    # to the sandbox's /tmp, then become nobody, without capabilities, limited.
-    # Run by another user, bwrap makes a user namespace and the kernel stays
-    # that user, without the process limit (it would count all their processes)
+    # to the sandbox's /tmp, then become nobody, without capabilities, limited
     limits = [f"--as={memory_mb * 2**20}", f"--fsize={FILE_MB * 2**20}", "--core=0"]
     become = ""
     if os.geteuid() == 0:
@@ -396,18 +351,13 @@ def nbgrader_env(scratch):
     return env
 
 
-def run(command, cwd, env_root, timeout, log, memory_mb=None):
-    """Run `command` in `cwd`, in its own process group, killed whole at
-    `timeout` seconds (bwrap dies with its parent, the kernel with bwrap),
-    its address space limited to `memory_mb` (default GRADER_MEMORY_MB:
-    nbclient keeps every output a notebook prints, so a notebook printing
-    without end makes nbgrader fail, not the machine run out of memory). The
-    limit is a soft one: the kernel's sandbox, started by nbgrader, sets its
-    own (raising a hard limit needs a capability root may lack in a container).
-    Output goes to the file `log`. Returns (exit code or None on time-out,
-    output)."""
-    memory_mb = memory_mb or GRADER_MEMORY_MB
-    command = ["prlimit", f"--as={memory_mb * 2**20}:unlimited", "--", *command]
+def run(command, cwd, env_root, timeout, log):
+    """Run nbgrader's `command` in `cwd` under GRADER_MEMORY_MB, its process
+    group killed at `timeout` seconds (the module's docstring), its output in
+    the file `log`. Returns (exit code or None on time-out, output). The limit
+    is a soft one: the kernel's sandbox, started by nbgrader, sets its own
+    (raising a hard limit needs a capability root may lack in a container)."""
+    command = ["prlimit", f"--as={GRADER_MEMORY_MB * 2**20}:unlimited", "--", *command]
     with open(log, "w") as out:
         process = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env_root),
                                    stdin=subprocess.DEVNULL, stdout=out,
@@ -427,9 +377,8 @@ def nbgrader(*arguments):
 
 
 def assignment(stem, templates):
-    """A scratch nbgrader course with the assignment `stem` generated (its
-    gradebook knows the source's checks), made once per chapter in
-    `templates`. Returns (course folder, source notebook)."""
+    """(course folder, source notebook) of a scratch nbgrader course with the
+    assignment `stem` generated (its gradebook knows the checks), made once in `templates`."""
     course = templates / stem / "course"
     source_path = course / "source" / stem / f"{stem}.ipynb"
     if not course.is_dir():
@@ -441,14 +390,6 @@ def assignment(stem, templates):
             shutil.rmtree(templates / stem, ignore_errors=True)
             raise SystemExit(f"nbgrader generate_assignment {stem} failed:\n{output}")
     return course, nbformat.read(source_path, as_version=4)
-
-
-def kernel_spec(data, argv):
-    spec = data / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps(dict(
-        argv=argv, display_name="Python 3 (grading sandbox)", language="python",
-        interrupt_mode="message")))
 
 
 def autograde(notebook, stem, student, limits, templates):
@@ -469,8 +410,11 @@ def autograde(notebook, stem, student, limits, templates):
         for path in (work, ipc):
             if os.geteuid() == 0:
                 os.chown(path, NOBODY, NOBODY)
-        kernel_spec(scratch / "env" / "jupyter" / "data",
-                    sandbox_argv(work, ipc, student, memory_mb))
+        spec = scratch / "env" / "jupyter" / "data" / "kernels" / KERNEL
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps(dict(
+            argv=sandbox_argv(work, ipc, student, memory_mb), language="python",
+            display_name="Python 3 (grading sandbox)", interrupt_mode="message")))
         code, output = run(nbgrader(
             "autograde", stem, f"--student={student_id(student)}", "--force",
             f"--Execute.timeout={cell_timeout}", f"--Execute.iopub_timeout={cell_timeout}",
@@ -493,16 +437,12 @@ def autograde(notebook, stem, student, limits, templates):
         shutil.rmtree(ipc, ignore_errors=True)
 
 
-# A Unix socket's path holds at most 107 bytes (sockaddr_un.sun_path): the
-# kernel's sockets ("<folder>/kernel-<n>") go in a folder with a short path,
-# the temporary folder if its path is short, else /tmp.
-SOCKET_FOLDER_MAX = 60
-
-
 def socket_folder():
-    """A folder for the kernel's sockets whose path leaves room for their names."""
+    """A folder for the kernel's sockets ("<folder>/kernel-<n>"): the temporary
+    folder, or /tmp if its path is long, since a Unix socket's path holds at
+    most 107 bytes (sockaddr_un.sun_path)."""
     folder = tempfile.gettempdir()
-    return folder if len(folder) <= SOCKET_FOLDER_MAX else "/tmp"
+    return folder if len(folder) <= 60 else "/tmp"
 
 
 def why_not_graded(output, code, cell_timeout):
@@ -517,8 +457,7 @@ def why_not_graded(output, code, cell_timeout):
 
 
 def max_points(database, stem):
-    """{grade id: max points} of the assignment in nbgrader's gradebook (the
-    grader's: the sandbox cannot write it)."""
+    """{grade id: max points} of the assignment in nbgrader's gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
     if not database.is_file():
         return {}
@@ -531,12 +470,9 @@ def max_points(database, stem):
 
 
 def verdicts(graded, checks, most):
-    """[(number, grade id, points, max points, failure)] read from nbgrader's
-    output notebook: a check scores only if it ran, raised nothing and
-    printed its success line. Also the first unexpected error outside the
-    exercises ('' if none)."""
-    cells = {}
-    answers, stray = {}, ""
+    """[(number, grade id, points, max points, failure)] of nbgrader's output
+    notebook, and the first unexpected error outside the exercises ('' if none)."""
+    cells, answers, stray = {}, {}, ""
     code_cells = [c for c in graded.cells if c.cell_type == "code"]
     for number, cell in enumerate(code_cells, 1):
         grade_id = grade_id_of(cell)
@@ -564,7 +500,7 @@ def verdicts(graded, checks, most):
             failure = f"the check did not print '{PASSED.format(number)}'"
         else:
             failure = ""
-        rows.append((number, grade_id, min(top, top if not failure else 0), top, failure))
+        rows.append((number, grade_id, 0 if failure else top, top, failure))
     return rows, stray
 
 
@@ -597,8 +533,7 @@ def text(value):
 
 
 def read_notebook(path, chapters):
-    """(notebook, its chapter, '') or (None, None, why not graded), whatever the
-    file holds: deep nesting, wrong types, not JSON, too large, binary."""
+    """(notebook, its chapter, '') or (None, None, why not graded), whatever the file holds."""
     try:
         size = path.stat().st_size
         if size > NOTEBOOK_MB * 2**20:
@@ -616,9 +551,8 @@ def read_notebook(path, chapters):
 
 
 def grade_student(folder, limits, chapters, templates):
-    """The rows of one student's folder: one per file that is not a notebook
-    it grades (a link, a folder or a pipe named like one, a file no notebook
-    of the book), one per exercise of each chapter graded."""
+    """The rows of one student's folder: one per thing named like a notebook
+    that is not graded, one per exercise of each chapter graded."""
     student = folder.name
     rows, found, others, handed = [], {}, [], False  # found: {chapter: [(name, notebook)]}
     for path in sorted(folder.rglob("*")):
@@ -734,10 +668,8 @@ def free_name(folder, name):
 
 
 def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=MEMORY_MB):
-    """Grade every student's folder of `folder`; write grades.csv and
-    feedback/; return the rows. The scratch folders are made, and removed,
-    in `scratch_root` (default: $GRADE_SCRATCH, else the system's temporary
-    folder)."""
+    """Grade every student's folder of `folder`, write grades.csv and feedback/,
+    return the rows; scratch folders go in `scratch_root` (default: the system's)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SystemExit(f"SUBMISSIONS={folder}: not a folder")
@@ -748,41 +680,30 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     if shutil.which("bwrap") is None:
         raise SystemExit("bubblewrap (bwrap) is missing: the notebooks run in its "
                          "sandbox (Debian/Ubuntu: apt-get install bubblewrap)")
-    scratch_root = scratch_root or os.environ.get("GRADE_SCRATCH") or None
-    if scratch_root is not None and not Path(scratch_root).is_dir():
-        raise SystemExit(f"scratch folder {scratch_root}: not a folder")
     chapters = shipped()
     grades_csv = free_name(folder, "grades.csv")
     feedback_dir = free_name(folder, "feedback")
-    rows, per_student, skipped, students, linked, strays = [], {}, [], [], [], []
+    rows, per_student, students = [], {}, []
     for path in sorted(folder.iterdir()):
+        name = path.name
         if path in (grades_csv, feedback_dir):
             continue
         if path.is_symlink() and path.is_dir():
-            linked.append(path.name)
+            rows.append(row(name, failure="not graded: the folder is a symbolic link; put the "
+                            "student's folder itself in the class folder"))
         elif not path.is_dir() or path.is_symlink():
-            if not path.name.startswith(".") and not re.fullmatch(r"grades(-\d+)?\.csv",
-                                                                  path.name):
-                strays.append(path.name)
-        elif path.name.startswith(".") or path.name in RESERVED or re.fullmatch(
-                r"(grades-\d+\.csv|feedback-\d+)", path.name):
+            if not name.startswith(".") and not re.fullmatch(r"grades(-\d+)?\.csv", name):
+                rows.append(row(name, failure=A_FILE))
+        elif name.startswith(".") or name in RESERVED or re.fullmatch(
+                r"(grades-\d+\.csv|feedback-\d+)", name):
             if notebooks_in(path):
-                skipped.append(path.name)
+                rows.append(row(name, failure=(
+                    "not graded: the folder's name is hidden (starts with a dot) or one the "
+                    "grader writes (grades.csv, feedback); rename the folder and grade again")))
         else:
             students.append(path)
-    if not students and not skipped and not linked:
+    if not students and all(r["failure"] == A_FILE for r in rows):
         raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
-    for name in skipped:
-        rows.append(row(name, failure=(
-            "not graded: the folder's name is hidden (starts with a dot) or one the "
-            "grader writes (grades.csv, feedback); rename the folder and grade again")))
-    for name in linked:
-        rows.append(row(name, failure=(
-            "not graded: the folder is a symbolic link; put the student's folder itself "
-            "in the class folder")))
-    for name in strays:
-        rows.append(row(name, failure=(
-            "not graded: a file, not a student's folder (one sub-folder per student)")))
     canary(folder, scratch_root, memory_mb, timeout)
     templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
     try:
@@ -820,11 +741,8 @@ def main(argv=None):
                         help="seconds one cell may run before it is interrupted (default 120)")
     parser.add_argument("--memory-mb", type=int, default=MEMORY_MB,
                         help=f"address space of a notebook's kernel (default {MEMORY_MB})")
-    parser.add_argument("--scratch", type=Path, default=None,
-                        help="folder to make the scratch folders in (default: "
-                        "$GRADE_SCRATCH, else the system's temporary folder)")
     args = parser.parse_args(argv)
-    grade(args.folder, args.timeout, args.cell_timeout, args.scratch, args.memory_mb)
+    grade(args.folder, args.timeout, args.cell_timeout, memory_mb=args.memory_mb)
     return 0
 
 

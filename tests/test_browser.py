@@ -13,12 +13,10 @@ phone.
 
 With SCREENSHOTS=1 in the environment, a full-page screenshot of every view
 is saved under _build/screenshots/ to look at; without it, none is taken (a
-screenshot checks nothing, and costs time).
-
-`make test` spreads the views over the workers (each view is a test of its
-own; tests/conftest.py sends them after every other file, so that each
-worker starts one browser and one server for all the views it runs).
+screenshot checks nothing, and costs time). `make test` spreads the views
+over its workers (tests/conftest.py).
 """
+import contextlib
 import os
 import re
 import urllib.parse
@@ -54,8 +52,7 @@ PX_PER_PT = 96 / 72
 # (tools/serve.py: compressed text, images and fonts as they are; lazy
 # images count once on the first screen only) and the scripts it fetches.
 # For scale: a fresh `jupyter-book create` book's intro loads 964 KiB and
-# 21 scripts (`make lighthouse` measures both). Raise a budget only with a
-# reason written here.
+# 21 scripts. Raise a budget only with a reason written here.
 BUDGETS = {
     "default": {"kib": 200, "scripts": 13},
     # the landing page: most readers arrive here from a search
@@ -326,8 +323,7 @@ PRINTED = """() => {
 # reader scrolls near them (content-visibility: auto); a script that reads
 # the size, the position or the computed style of an element in such a cell
 # makes the browser lay that cell out at once (the theme's tab stops did so
-# for every cell: 1.2 s of blocking time on chapter 5 in Lighthouse's phone
-# profile). Installed before the page's own scripts, it records each such
+# for every cell: 1.2 s of blocking time on chapter 5 on a throttled phone). Installed before the page's own scripts, it records each such
 # read until LAYOUT_READS_SO_FAR is asked, which stops it.
 RECORD_LAYOUT_READS = """(() => {
   const reads = [];
@@ -388,9 +384,11 @@ def local_file(url, site):
     return file / "index.html" if file.is_dir() else file
 
 
+@contextlib.contextmanager
 def open_page(browser, site, view, page_path, problems, loaded=None):
-    """Open a page; `loaded` (a list) receives each (url, resource type)
-    the page fetched from the site."""
+    """The page opened in a context of its own, closed after; `problems`
+    receives its errors and missing files, `loaded` (a list) each (url,
+    resource type) it fetched from the site."""
     context = browser.new_context(**VIEWS[view])
     context.add_init_script(RECORD_LAYOUT_READS)
     page = context.new_page()
@@ -411,7 +409,10 @@ def open_page(browser, site, view, page_path, problems, loaded=None):
     # recorded too: layout reads, errors
     page.evaluate("() => document.fonts.ready.then(() => null)")
     page.wait_for_timeout(300)
-    return context, page
+    try:
+        yield page
+    finally:
+        context.close()
 
 
 def settles(page, condition, arg=None):
@@ -671,46 +672,45 @@ def quick_fix_problems(page, view):
 def test_page(browser, site, page_path, view):
     assert (HTML / page_path).is_file(), f"{page_path} was not built"
     problems, loaded = [], []
-    context, page = open_page(browser, site, view, page_path, problems, loaded)
-    dark = page.evaluate("() => document.documentElement.dataset.theme")
-    assert dark == ("dark" if view.endswith("dark") else "light"), dark
-    desktop = view.startswith("desktop")
-    # first, before the checks below read the layout of the whole page
-    reads = page.evaluate(LAYOUT_READS_SO_FAR)
-    problems += [f"while loading, a script reads {read} ({len(reads)} reads)"
-                 for read in sorted(set(reads))[:5]]
-    if view == "phone":
-        problems += budget_problems(page_path, loaded, site)
-    problems += mathjax_problems(page, loaded)
-    # every picture, also those loaded when scrolled to, for the checks below
-    page.evaluate("""() => Promise.all(Array.from(document.querySelectorAll(
-      'img[loading="lazy"]')).map(img => { img.loading = 'eager';
-        return img.decode().catch(() => null); }))""")
-    problems += favicon_problems(page, site)
-    problems += page.evaluate(BROKEN_MEDIA)
-    problems += [f"error output: {e}" for e in page.evaluate(STRAY_ERRORS)]
-    problems += page.evaluate(CUT_OFF, [VIEWS[view]["viewport"]["width"], desktop])
-    problems += page.evaluate(ALIGNED_OUTPUTS)
-    if not desktop:
-        problems += page.evaluate(SCROLLING_FIGURES)
-    if view == "phone":
-        problems += page.evaluate(PHONE_READING)
-    problems += page.evaluate(MID_WORD_BREAKS)
-    problems += image_problems(page, site, view)
-    if view in AXE_VIEWS:
-        problems += accessibility_problems(page)
-    if page_path == INTRO:
-        problems += quick_fix_problems(page, view)
-    if os.environ.get("SCREENSHOTS") == "1":
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SHOTS / f"{page_path.replace('/', '_')[:-5]}-{view}.png",
-                        full_page=True)
-    if page_path != "search.html" and not view.endswith("dark"):
-        problems += (desktop_navigation_problems(page) if desktop
-                     else phone_navigation_problems(page))
-    if desktop and page_path != "search.html":
-        problems += print_problems(page, view)
-    context.close()
+    with open_page(browser, site, view, page_path, problems, loaded) as page:
+        dark = page.evaluate("() => document.documentElement.dataset.theme")
+        assert dark == ("dark" if view.endswith("dark") else "light"), dark
+        desktop = view.startswith("desktop")
+        # first, before the checks below read the layout of the whole page
+        reads = page.evaluate(LAYOUT_READS_SO_FAR)
+        problems += [f"while loading, a script reads {read} ({len(reads)} reads)"
+                     for read in sorted(set(reads))[:5]]
+        if view == "phone":
+            problems += budget_problems(page_path, loaded, site)
+        problems += mathjax_problems(page, loaded)
+        # every picture, also those loaded when scrolled to, for the checks below
+        page.evaluate("""() => Promise.all(Array.from(document.querySelectorAll(
+          'img[loading="lazy"]')).map(img => { img.loading = 'eager';
+            return img.decode().catch(() => null); }))""")
+        problems += favicon_problems(page, site)
+        problems += page.evaluate(BROKEN_MEDIA)
+        problems += [f"error output: {e}" for e in page.evaluate(STRAY_ERRORS)]
+        problems += page.evaluate(CUT_OFF, [VIEWS[view]["viewport"]["width"], desktop])
+        problems += page.evaluate(ALIGNED_OUTPUTS)
+        if not desktop:
+            problems += page.evaluate(SCROLLING_FIGURES)
+        if view == "phone":
+            problems += page.evaluate(PHONE_READING)
+        problems += page.evaluate(MID_WORD_BREAKS)
+        problems += image_problems(page, site, view)
+        if view in AXE_VIEWS:
+            problems += accessibility_problems(page)
+        if page_path == INTRO:
+            problems += quick_fix_problems(page, view)
+        if os.environ.get("SCREENSHOTS") == "1":
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SHOTS / f"{page_path.replace('/', '_')[:-5]}-{view}.png",
+                            full_page=True)
+        if page_path != "search.html" and not view.endswith("dark"):
+            problems += (desktop_navigation_problems(page) if desktop
+                         else phone_navigation_problems(page))
+        if desktop and page_path != "search.html":
+            problems += print_problems(page, view)
     assert problems == []
 
 
@@ -764,12 +764,12 @@ def test_a_low_contrast_token_colour_is_found(browser, site):
     token drawn in a light grey on the code's light background (not the same colour:
     axe leaves a 1:1 contrast for a person to review, as text perhaps hidden)."""
     problems = []
-    context, page = open_page(browser, site, "desktop", f"{toc_entries()[1]}.html", problems)
-    kind = page.evaluate("() => document.querySelector('div.cell_input div.highlight pre "
-                         "span[class]').className.split(' ')[0]")
-    page.add_style_tag(content=f"div.highlight pre span.{kind} {{ color: #b0b0b0 !important; }}")
-    found = accessibility_problems(page)
-    context.close()
+    with open_page(browser, site, "desktop", f"{toc_entries()[1]}.html", problems) as page:
+        kind = page.evaluate("() => document.querySelector('div.cell_input div.highlight pre "
+                             "span[class]').className.split(' ')[0]")
+        grey = f"div.highlight pre span.{kind} {{ color: #b0b0b0 !important; }}"
+        page.add_style_tag(content=grey)
+        found = accessibility_problems(page)
     assert any("color-contrast" in problem for problem in found), found
 
 

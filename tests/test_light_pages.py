@@ -143,6 +143,13 @@ def fresh(tiny, tmp_path):
     return copy
 
 
+@pytest.fixture()
+def index(fresh):
+    """(fresh's index.html, its text, a count for what the rewrites find)."""
+    page = fresh / "index.html"
+    return page, page.read_text(), Counter()
+
+
 def fake_app(outdir, docs=3):
     return SimpleNamespace(builder=SimpleNamespace(format="html"), outdir=outdir,
                            env=SimpleNamespace(all_docs=dict.fromkeys(range(docs))),
@@ -237,10 +244,9 @@ def test_a_page_without_the_mark_must_be_light_already(fresh):
 
 # -- one test per rewrite: it works on the real input, and fails loudly
 
-def test_2_icons(fresh, shapes):
+def test_2_icons(index, shapes):
     assert {pack for pack, _ in shapes} == {"fas", "far", "fab"} and len(shapes) > 1000
-    page = fresh / "index.html"
-    text = page.read_text()
+    page, text, _ = index
     drawn = icons.inline_icons(text, page, shapes)
     assert drawn.count("svg-inline--fa") == len(icons.ICON_ELEMENT.findall(text)) >= 5
     script = (PYDATA_STATIC / "scripts" / "fontawesome.js").read_text()
@@ -342,11 +348,9 @@ def test_16_no_search_highlighting():
     fails(16, "page.html", lp.without_search_highlight, scripts()[::2], "page.html")
 
 
-def test_17_folds_named_by_their_text(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
+def test_17_folds_named_by_their_text(index):
+    page, text, found = index
     assert lp.FOLD_LABEL in text
-    found = Counter()
     named = lp.folds_named_by_their_text(text, page, found)
     assert "Toggle hidden content" not in named and found[17] == 1
     fails(17, page, lp.folds_named_by_their_text,
@@ -371,10 +375,8 @@ def test_8_the_themes_tab_stops():
     fails(8, "theme.js", lp.tab_stops_when_laid_out, script + ";" + call, "theme.js")
 
 
-def test_9_boxes_that_scroll_focusable(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_9_boxes_that_scroll_focusable(index):
+    page, text, found = index
     lighter = lp.focusable_boxes(text, page, found)
     assert found[9] >= 2 and '<pre tabindex="0"' in lighter
     assert 'class="pst-scrollable-table-container"' in lighter
@@ -383,20 +385,16 @@ def test_9_boxes_that_scroll_focusable(fresh):
                        '<div id="t" class="pst-scrollable-table-container"'), page, found)
 
 
-def test_10_headings(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_10_headings(index):
+    page, text, found = index
     assert "owner/<wbr>repository" in lp.breakable_headings(text, page, found) and found[10]
     fails(10, page, lp.breakable_headings, text.replace("</h1>", "</H1>"), page, found)
     fails(10, page, lp.breakable_headings,
           text.replace("Pruning owner/repository", "Pruning <wbr>owner/repository"), page, found)
 
 
-def test_11_inline_code(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_11_inline_code(index):
+    page, text, found = index
     assert "torch<wbr>.nn<wbr>.utils" in lp.breakable_inline_code(text, page, found)
     assert found[11]
     fails(11, page, lp.breakable_inline_code,
@@ -407,10 +405,8 @@ def test_11_inline_code(fresh):
           text.replace("torch.nn.utils", "torch.<wbr>nn.utils"), page, found)
 
 
-def test_12_images(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_12_images(fresh, index):
+    page, text, found = index
     assert 'width="40" height="30"' in lp.sized_lazy_images(text, page, found) and found[12]
     image = re.search(r'src="(_images/[^"]+)"', text)[1]
     fails(12, page, lp.sized_lazy_images, text.replace(image, "_images/gone.png"), page, found)
@@ -419,20 +415,16 @@ def test_12_images(fresh):
     fails(12, page, lp.sized_lazy_images, text.replace("<img ", "<IMG "), page, found)
 
 
-def test_13_references(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_13_references(index):
+    page, text, found = index
     lighter = lp.references_as_list_items(text, page, found)
     assert found[13] == 1 and 'class="citation" id="ref" role="listitem"' in lighter
     fails(13, page, lp.references_as_list_items,
           text.replace('role="doc-biblioentry"', "role='doc-biblioentry'"), page, found)
 
 
-def test_14_sidebar_toggles(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_14_sidebar_toggles(index):
+    page, text, found = index
     assert 'aria-label="Pages under: Part"' in lp.named_toggles(text, page, found)
     assert found[14] == 1
     fails(14, page, lp.named_toggles,

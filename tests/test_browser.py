@@ -289,7 +289,8 @@ MID_WORD_BREAKS = """() => {
   return problems;
 }"""
 
-# Print (emulated print media): text sizes, the width used, and colours.
+# Print (emulated print media): the title shown, text sizes, the width used,
+# and colours.
 PRINTED = """() => {
   const luminance = color => {
     const [r, g, b] = (color.match(/[\\d.]+/g) || [0, 0, 0]).map(Number);
@@ -309,6 +310,7 @@ PRINTED = """() => {
     .filter(el => el.getBoundingClientRect().width > 0);
   const h1 = article.querySelector('h1');
   return {
+    title: !!h1 && getComputedStyle(h1).display !== 'none' && h1.getBoundingClientRect().height > 0,
     body: paragraph ? parseFloat(getComputedStyle(paragraph).fontSize) : null,
     code: code.length ? Math.min(...code.map(el => parseFloat(getComputedStyle(el).fontSize))) : null,
     width: article.getBoundingClientRect().width / document.documentElement.clientWidth,
@@ -363,10 +365,6 @@ RECORD_LAYOUT_READS = """(() => {
 })()"""
 LAYOUT_READS_SO_FAR = "() => window.__layoutReadsSoFar()"
 
-TITLE_PRINTED = """() => {
-  const h1 = document.querySelector('article h1');
-  return !!h1 && getComputedStyle(h1).display !== 'none' && h1.getBoundingClientRect().height > 0;
-}"""
 
 
 def svg_text_px(svg_path, shown_width):
@@ -417,9 +415,7 @@ def open_page(browser, site, view, page_path, problems, loaded=None):
 
 def settles(page, condition, arg=None):
     """Whether the JavaScript `condition` (a function of `arg`) becomes true
-    within Playwright's 30 s: waiting for what a tap or a click should
-    bring, instead of sleeping for a fixed time (or for 3 s, which a busy
-    machine can take)."""
+    within Playwright's 30 s (a fixed sleep is too short on a busy machine)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
@@ -520,9 +516,9 @@ def print_problems(page, view):
     page.emulate_media(media="print")
     page.evaluate("dispatchEvent(new Event('beforeprint'))")  # as a browser printing
     problems = []
-    if not page.evaluate(TITLE_PRINTED):
-        problems.append("the printed page has no title")
     printed = page.evaluate(PRINTED)
+    if not printed["title"]:
+        problems.append("the printed page has no title")
     if printed["body"] is not None and printed["body"] < 10 * PX_PER_PT - 0.01:
         problems.append(f"printed text is {printed['body'] / PX_PER_PT:.1f} pt")
     if printed["code"] is not None and printed["code"] < 8.5 * PX_PER_PT - 0.01:
@@ -553,19 +549,16 @@ def phone_navigation_problems(page):
             if needs:
                 problems.append(f"no visible {selector} button")
             continue
-        buttons[0].tap()
-        settles(page, f"""() => {{
-          const dialog = document.querySelector('{dialog}');
-          return !!dialog && dialog.open && Array.from(dialog.querySelectorAll('a'))
-            .some(a => a.getBoundingClientRect().width > 0);
-        }}""")
-        opened = page.evaluate(f"""() => {{
+        links_shown = f"""() => {{
           const dialog = document.querySelector('{dialog}');
           if (!dialog || !dialog.open) return null;
           return Array.from(dialog.querySelectorAll('a'))
             .filter(a => a.getBoundingClientRect().width > 0)
             .map(a => a.getAttribute('href'));
-        }}""")
+        }}"""
+        buttons[0].tap()
+        settles(page, f"() => ({links_shown})()?.length > 0")
+        opened = page.evaluate(links_shown)
         if not opened:
             problems.append(f"{selector} does not open the navigation")
         elif selector == ".primary-toggle":

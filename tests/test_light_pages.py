@@ -316,36 +316,37 @@ def test_4_icon_font_rules(tmp_path):
           css.replace(".fa-github:before{", ".fa-github:before {", 1), "theme.css")
 
 
-def test_7_head_scripts_deferred():
+def scripts(*names):
+    """A page's list of scripts as Sphinx gives it: `names` under _static/,
+    then an inline script."""
     from sphinx.builders.html._assets import _JavaScript
 
-    def scripts():
-        return ([_JavaScript("_static/documentation_options.js")]
-                + [_JavaScript(f"_static/{name}", priority=500) for name in lp.DEFERRED]
-                + [_JavaScript(None, body="let x = 1;")])
-    deferred = lp.deferred_scripts(scripts(), "page.html")
+    inline = _JavaScript(None, body="let x = 1;")
+    return [_JavaScript(f"_static/{name}") for name in names] + [inline]
+
+
+def test_7_head_scripts_deferred():
+    names = ("documentation_options.js", *lp.DEFERRED)
+    deferred = lp.deferred_scripts(scripts(*names), "page.html")
     assert [js.attributes.get("defer") for js in deferred] == \
         [None] + ["defer"] * len(lp.DEFERRED) + [None]
-    assert [js.filename for js in deferred] == [js.filename for js in scripts()]
-    without = [js for js in scripts() if "doctools" not in str(js.filename)]
+    assert [js.filename for js in deferred] == [js.filename for js in scripts(*names)]
+    without = [js for js in scripts(*names) if "doctools" not in str(js.filename)]
     assert "doctools.js" in fails(7, "page.html", lp.deferred_scripts, without, "page.html")
-    old_style = [str(js.filename) if "copybutton" in str(js.filename) else js for js in scripts()]
+    old_style = [str(js.filename) if "copybutton" in str(js.filename) else js
+                 for js in scripts(*names)]
     fails(7, "page.html", lp.deferred_scripts, old_style, "page.html")
 
 
 def test_16_no_search_highlighting():
-    from sphinx.builders.html._assets import _JavaScript
-
-    def scripts():
-        return [_JavaScript("_static/doctools.js"), _JavaScript("_static/sphinx_highlight.js"),
-                _JavaScript(None, body="let x = 1;")]
-    names = [js.filename for js in lp.without_search_highlight(scripts(), "page.html")]
-    assert names == ["_static/doctools.js", None]
+    names = ("doctools.js", "sphinx_highlight.js")
+    kept = [js.filename for js in lp.without_search_highlight(scripts(*names), "page.html")]
+    assert kept == ["_static/doctools.js", None]
     # search.html's search script is told that highlighting is off
-    on_search = lp.without_search_highlight(scripts(), "search.html")
+    on_search = lp.without_search_highlight(scripts(*names), "search.html")
     assert [js.filename for js in on_search] == ["_static/doctools.js", None, None]
     assert on_search[-1].attributes["body"] == lp.SEARCH_HIGHLIGHT_OFF
-    fails(16, "page.html", lp.without_search_highlight, scripts()[::2], "page.html")
+    fails(16, "page.html", lp.without_search_highlight, scripts("doctools.js"), "page.html")
 
 
 def test_17_folds_named_by_their_text(index):

@@ -325,8 +325,9 @@ PRINTED = """() => {
 # reader scrolls near them (content-visibility: auto); a script that reads
 # the size, the position or the computed style of an element in such a cell
 # makes the browser lay that cell out at once (the theme's tab stops did so
-# for every cell: 1.2 s of blocking time on chapter 5 on a throttled phone). Installed before the page's own scripts, it records each such
-# read until LAYOUT_READS_SO_FAR is asked, which stops it.
+# for every cell: 1.2 s of blocking time on chapter 5 on a throttled phone).
+# Installed before the page's own scripts, it records each such read until
+# LAYOUT_READS_SO_FAR is asked, which stops it.
 RECORD_LAYOUT_READS = """(() => {
   const reads = [];
   let recording = true;
@@ -501,10 +502,7 @@ def accessibility_problems(page):
 
 
 def favicon_problems(page, site):
-    href = page.evaluate("""() => {
-      const icon = document.querySelector('link[rel~="icon"]');
-      return icon ? icon.href : null;
-    }""")
+    href = page.evaluate("""() => document.querySelector('link[rel~="icon"]')?.href""")
     if not href:
         return ["no favicon"]
     if not local_file(href, site).is_file():

@@ -125,10 +125,9 @@ INKLESS = """() => {
   }
 }"""
 # One view per page: the landing page on a phone (its menu and contents
-# buttons), and on a desktop a chapter, the teacher's guide (admonitions of
-# several kinds) and the search page.
+# buttons), and on a desktop a chapter, the versions page (admonitions, as
+# the intro has) and the search page.
 CHAPTER = toc_notebooks()[0].relative_to(ROOT).with_suffix(".html").as_posix()
-# a page of the toc with admonitions besides the intro
 VERSIONS = next(f"{entry}.html" for entry in toc_entries() if entry.endswith("/versions"))
 PAGES = {INTRO: "phone", CHAPTER: "desktop", VERSIONS: "desktop", "search.html": "desktop"}
 

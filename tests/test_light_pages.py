@@ -234,12 +234,11 @@ def test_a_rewrite_that_finds_nothing_in_any_page_stops_a_full_build(fresh):
     fails(12, fresh, lp.lighten_pages, fake_app(fresh), None)
 
 
-def test_a_page_without_the_mark_must_be_light_already(fresh):
-    page = fresh / "index.html"
-    text = page.read_text().replace(lp.PAGE_MARK, "")
-    fails(2, page, lp.light_page, text, page, {})
+def test_a_page_without_the_mark_must_be_light_already(index):
+    page, text, _ = index
+    fails(2, page, lp.light_page, text.replace(lp.PAGE_MARK, ""), page, {})
     redirect = '<meta http-equiv="Refresh" content="0; url=book/intro.html" />'
-    assert lp.light_page(redirect, fresh / "redirect.html", {}) == redirect
+    assert lp.light_page(redirect, page.parent / "redirect.html", {}) == redirect
 
 
 # -- one test per rewrite: it works on the real input, and fails loudly
@@ -269,13 +268,11 @@ def test_2_icons(index, shapes):
 
 
 def copy_theme_fonts(outdir):
-    for name in icons.THEME_CSS:
-        source = PYDATA_STATIC if "pydata" in name else BOOK_THEME_STATIC
+    files = [(PYDATA_STATIC if "pydata" in name else BOOK_THEME_STATIC, name)
+             for name in icons.THEME_CSS]
+    for static, name in files + [(PYDATA_STATIC, font) for font in icons.FONT_SUBSETS.values()]:
         (outdir / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source / name.removeprefix("_static/"), outdir / name)
-    for source in icons.FONT_SUBSETS.values():
-        (outdir / source).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(PYDATA_STATIC / source.removeprefix("_static/"), outdir / source)
+        shutil.copy(static / name.removeprefix("_static/"), outdir / name)
 
 
 def test_3_icon_font_subsets(tmp_path):

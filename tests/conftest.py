@@ -2,18 +2,14 @@
 the order of the tests on `make test`'s three workers.
 
 `make test` gives nbval a copy of each chapter in a folder of its own
-(`_build/alone/<chapter>/`), so each chapter's kernel starts in a folder
-where nothing of this repository is importable, as in Colab. After the
-session, each such folder must still hold its notebook alone: a chapter
-that writes files fails the run.
+(`_build/alone/<chapter>/`), where nothing of this repository is importable,
+as in Colab; a chapter that writes files beside itself fails the run.
 
 `make test` runs pytest on three workers with `--dist loadfile
---no-loadscope-reorder`: each file's tests (a notebook's cells share one
-kernel, a test file its module fixtures) run on one worker, except those of
-SPREAD, the browser test's page views, which are each sent alone, so that
-all workers share them (the scheduler below). The files are sent in the
-order given here: the longest first (LONGEST), then the others as
-collected, then the short spread views, which fill the workers' ends.
+--no-loadscope-reorder`: each file's tests run on one worker (a notebook's
+cells share one kernel, a test file its module fixtures), but those of
+SPREAD, sent one by one. The files are sent longest first (LONGEST), then
+as collected, then SPREAD's short views, which fill the workers' ends.
 """
 import os
 import shutil
@@ -43,12 +39,9 @@ LONGEST = (
 
 
 def pytest_configure(config):
-    """Every temporary file of the run (tests, kernels, browsers, tools) in
-    a folder of the run's own, removed at its end: a test that looks for
-    what it left in the temporary folder sees only this run's files, never
-    another program's. (pytest's controller makes one, and each xdist
-    worker one inside it; SYSTEM_TMPDIR keeps the machine's, for the tests
-    that name it.)"""
+    """Every temporary file of the run in a folder of its own, removed at
+    its end: a test that looks for what it left there sees only this run's
+    files. (SYSTEM_TMPDIR keeps the machine's, for the tests that name it.)"""
     os.environ.setdefault("SYSTEM_TMPDIR", tempfile.gettempdir())
     own = tempfile.mkdtemp(prefix="book-tests-")
     os.environ["TMPDIR"] = tempfile.tempdir = own

@@ -1,58 +1,22 @@
 """Open every built page in headless Chromium, as readers would.
 
 The book is served over HTTP with gzip, as a web host sends it
-(tools/serve.py). Each page is loaded four ways: a 1366x900 desktop and a 390-px phone
-(is_mobile, touch), each in the light and the dark colour scheme. Every view
-fails on a JavaScript error, a console error, a local file that does not
-load, a broken image or an empty SVG, a formula not drawn as MathML,
-error output outside a cell that is meant to fail, a page wider than the
-screen, and content cut off (clipped by its box; on a desktop, also a table,
-formula or diagram that needs scrolling). On a phone the menu and contents
-buttons must open the navigation; on a desktop the menu button must hide the
-sidebar (checked in the light views; the dark ones run the same script).
-Every image needs real alt text and a caption, graph labels must be at
-least 10 px tall as shown, printing keeps each page's title, the intro's
-quick fix shows on the first screen, and the site search ranks the intro
-first for the error. On a small phone (360x640), chapter 1's quick fix,
-where a search for the error lands, is whole on the first screen. With SCREENSHOTS=1 in the environment, a full-page
-screenshot of every view is saved under _build/screenshots/ to look at
-(`SCREENSHOTS=1 .venv/bin/python -m pytest tests/test_browser.py`); without
-it, none is taken (a screenshot checks nothing, and costs time).
+(tools/serve.py). Each page is loaded four ways (VIEWS): a 1366x900 desktop
+and a 390-px phone, each in the light and the dark colour scheme, and every
+view fails on what test_page lists: errors, missing files, broken media,
+content cut off, words broken, images without alt text or caption, a page
+over its budget (BUDGETS), navigation that does not open or close, print
+that is too small or dark, and serious accessibility violations. Each check
+below says what it looks for. The tests after test_page run once each: the
+site search, a planted low-contrast token, and the quick fix on a small
+phone.
 
-Also, in every view: while the page loads, no script reads the layout of
-a cell that the browser leaves for later (content-visibility), which would
-make it lay that cell out at once; no name breaks in the middle of a word in a
-heading, the footer or code; text laid out in columns in a cell output
-keeps its lines whole (checked on the phone, where they would wrap), and
-one that scrolls shows a shadow at its edge; a graph that scrolls on a
-phone says so. On the phone: what each page loads stays within its budget
-(BUDGETS: bytes as sent with gzip, and scripts), no page without
-mathematics loads MathJax, and a tap on a link of the contents drawer
-closes it; and in its light view, code reads whole (PHONE_READING: inline
-code never breaks right after a dot, a wrapped line of code hangs to the
-right of its start, the copy button covers no text). In print (desktop views): body text of 10 pt or more, code of
-8.5 pt or more, the page's whole width, and dark text on light paper in the
-dark theme too. The page has a favicon, and the site search's summaries
-start with the page's own words.
-
-axe-core (AXE_VIEWS) runs in two views of each page, the desktop in the
-light scheme and the phone in the dark one, and finds no serious or
-critical accessibility violation (label-content-name-mismatch, experimental
-in axe-core, included): between them they cover both layouts and
-both colour schemes (the rules that depend on the width, and the contrast
-of each scheme), at half the cost of four runs, axe being most of a view's
-time. Its colour-contrast rule checks one token of each distinct look in
-the highlighted code (MARK_CODE_TOKEN_SAMPLES), not all thirteen thousand;
-a planted low-contrast token colour is still found.
-
-Once each: on a 360-px phone the search field's magnifying glass leaves
-the query typed whole, and a search highlights nothing on the pages read
-after it.
-
-`make test` spreads the views over the workers (each view is a test of its
-own; tests/conftest.py sends them after every other file, so that each
-worker starts one browser and one server for all the views it runs).
+With SCREENSHOTS=1 in the environment, a full-page screenshot of every view
+is saved under _build/screenshots/ to look at; without it, none is taken (a
+screenshot checks nothing, and costs time). `make test` spreads the views
+over its workers (tests/conftest.py).
 """
+import contextlib
 import os
 import re
 import urllib.parse
@@ -68,6 +32,7 @@ PAGES = [f"{entry}.html" for entry in toc_entries()] + ["search.html"]
 INTRO = f"{toc_entries()[0]}.html"
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
+SMALL_PHONE = {"width": 360, "height": 640}
 VIEWS = {
     "desktop": dict(viewport=DESKTOP),
     "desktop-dark": dict(viewport=DESKTOP, color_scheme="dark"),
@@ -75,7 +40,9 @@ VIEWS = {
     "phone-dark": dict(viewport=PHONE, is_mobile=True, has_touch=True,
                        color_scheme="dark"),
 }
-# The views axe-core runs in (see the docstring).
+# The views axe-core runs in: between them both layouts (the rules that
+# depend on the width) and both colour schemes (the contrast of each), at
+# half the cost of four runs, axe being most of a view's time.
 AXE_VIEWS = ("desktop", "phone-dark")
 MIN_TEXT_PX = 10
 # Print: CSS px per point.
@@ -85,8 +52,7 @@ PX_PER_PT = 96 / 72
 # (tools/serve.py: compressed text, images and fonts as they are; lazy
 # images count once on the first screen only) and the scripts it fetches.
 # For scale: a fresh `jupyter-book create` book's intro loads 964 KiB and
-# 21 scripts (`make lighthouse` measures both). Raise a budget only with a
-# reason written here.
+# 21 scripts. Raise a budget only with a reason written here.
 BUDGETS = {
     "default": {"kib": 200, "scripts": 13},
     # the landing page: most readers arrive here from a search
@@ -323,7 +289,8 @@ MID_WORD_BREAKS = """() => {
   return problems;
 }"""
 
-# Print (emulated print media): text sizes, the width used, and colours.
+# Print (emulated print media): the title shown, text sizes, the width used,
+# and colours.
 PRINTED = """() => {
   const luminance = color => {
     const [r, g, b] = (color.match(/[\\d.]+/g) || [0, 0, 0]).map(Number);
@@ -343,6 +310,7 @@ PRINTED = """() => {
     .filter(el => el.getBoundingClientRect().width > 0);
   const h1 = article.querySelector('h1');
   return {
+    title: !!h1 && getComputedStyle(h1).display !== 'none' && h1.getBoundingClientRect().height > 0,
     body: paragraph ? parseFloat(getComputedStyle(paragraph).fontSize) : null,
     code: code.length ? Math.min(...code.map(el => parseFloat(getComputedStyle(el).fontSize))) : null,
     width: article.getBoundingClientRect().width / document.documentElement.clientWidth,
@@ -357,9 +325,9 @@ PRINTED = """() => {
 # reader scrolls near them (content-visibility: auto); a script that reads
 # the size, the position or the computed style of an element in such a cell
 # makes the browser lay that cell out at once (the theme's tab stops did so
-# for every cell: 1.2 s of blocking time on chapter 5 in Lighthouse's phone
-# profile). Installed before the page's own scripts, it records each such
-# read until LAYOUT_READS_SO_FAR is asked, which stops it.
+# for every cell: 1.2 s of blocking time on chapter 5 on a throttled phone).
+# Installed before the page's own scripts, it records each such read until
+# LAYOUT_READS_SO_FAR is asked, which stops it.
 RECORD_LAYOUT_READS = """(() => {
   const reads = [];
   let recording = true;
@@ -398,10 +366,6 @@ RECORD_LAYOUT_READS = """(() => {
 })()"""
 LAYOUT_READS_SO_FAR = "() => window.__layoutReadsSoFar()"
 
-TITLE_PRINTED = """() => {
-  const h1 = document.querySelector('article h1');
-  return !!h1 && getComputedStyle(h1).display !== 'none' && h1.getBoundingClientRect().height > 0;
-}"""
 
 
 def svg_text_px(svg_path, shown_width):
@@ -419,9 +383,11 @@ def local_file(url, site):
     return file / "index.html" if file.is_dir() else file
 
 
+@contextlib.contextmanager
 def open_page(browser, site, view, page_path, problems, loaded=None):
-    """Open a page; `loaded` (a list) receives each (url, resource type)
-    the page fetched from the site."""
+    """The page opened in a context of its own, closed after; `problems`
+    receives its errors and missing files, `loaded` (a list) each (url,
+    resource type) it fetched from the site."""
     context = browser.new_context(**VIEWS[view])
     context.add_init_script(RECORD_LAYOUT_READS)
     page = context.new_page()
@@ -442,14 +408,15 @@ def open_page(browser, site, view, page_path, problems, loaded=None):
     # recorded too: layout reads, errors
     page.evaluate("() => document.fonts.ready.then(() => null)")
     page.wait_for_timeout(300)
-    return context, page
+    try:
+        yield page
+    finally:
+        context.close()
 
 
 def settles(page, condition, arg=None):
     """Whether the JavaScript `condition` (a function of `arg`) becomes true
-    within Playwright's 30 s: waiting for what a tap or a click should
-    bring, instead of sleeping for a fixed time (or for 3 s, which a busy
-    machine can take)."""
+    within Playwright's 30 s (a fixed sleep is too short on a busy machine)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
@@ -535,10 +502,7 @@ def accessibility_problems(page):
 
 
 def favicon_problems(page, site):
-    href = page.evaluate("""() => {
-      const icon = document.querySelector('link[rel~="icon"]');
-      return icon ? icon.href : null;
-    }""")
+    href = page.evaluate("""() => document.querySelector('link[rel~="icon"]')?.href""")
     if not href:
         return ["no favicon"]
     if not local_file(href, site).is_file():
@@ -550,9 +514,9 @@ def print_problems(page, view):
     page.emulate_media(media="print")
     page.evaluate("dispatchEvent(new Event('beforeprint'))")  # as a browser printing
     problems = []
-    if not page.evaluate(TITLE_PRINTED):
-        problems.append("the printed page has no title")
     printed = page.evaluate(PRINTED)
+    if not printed["title"]:
+        problems.append("the printed page has no title")
     if printed["body"] is not None and printed["body"] < 10 * PX_PER_PT - 0.01:
         problems.append(f"printed text is {printed['body'] / PX_PER_PT:.1f} pt")
     if printed["code"] is not None and printed["code"] < 8.5 * PX_PER_PT - 0.01:
@@ -583,19 +547,16 @@ def phone_navigation_problems(page):
             if needs:
                 problems.append(f"no visible {selector} button")
             continue
-        buttons[0].tap()
-        settles(page, f"""() => {{
-          const dialog = document.querySelector('{dialog}');
-          return !!dialog && dialog.open && Array.from(dialog.querySelectorAll('a'))
-            .some(a => a.getBoundingClientRect().width > 0);
-        }}""")
-        opened = page.evaluate(f"""() => {{
+        links_shown = f"""() => {{
           const dialog = document.querySelector('{dialog}');
           if (!dialog || !dialog.open) return null;
           return Array.from(dialog.querySelectorAll('a'))
             .filter(a => a.getBoundingClientRect().width > 0)
             .map(a => a.getAttribute('href'));
-        }}""")
+        }}"""
+        buttons[0].tap()
+        settles(page, f"() => ({links_shown})()?.length > 0")
+        opened = page.evaluate(links_shown)
         if not opened:
             problems.append(f"{selector} does not open the navigation")
         elif selector == ".primary-toggle":
@@ -653,42 +614,47 @@ def image_problems(page, site, view):
     return problems
 
 
-def quick_fix_problems(page, view):
-    """The intro: its title and description name the error, and its quick
-    fix is right under the error, on the first screen."""
-    box = page.evaluate("""() => {
-      const box = document.querySelector('.quick-fix');
-      if (!box) return null;
-      const rect = box.getBoundingClientRect();
-      const code = box.querySelector('pre');
-      const error = document.querySelector('div.highlight-text pre');
-      const prev = box.previousElementSibling;
-      return {top: rect.top + window.scrollY, bottom: rect.bottom + window.scrollY,
-              right: rect.right, codeHidden: code.scrollWidth - code.clientWidth,
-              underError: !!prev && !!prev.querySelector('pre') && prev.textContent.includes('TBackward0'),
-              errorText: error ? error.textContent.trim() : ''};
-    }""")
+# The quick-fix box: where it ends, whether its code is cut, what stands
+# above it (the error), the header's height over it, and its last line.
+QUICK_FIX_BOX = """() => {
+  const box = document.querySelector('.quick-fix');
+  if (!box) return null;
+  const rect = box.getBoundingClientRect();
+  const code = box.querySelector('pre');
+  const error = document.querySelector('div.highlight-text pre');
+  const prev = box.previousElementSibling;
+  const header = document.querySelector('.bd-header-article');
+  const lines = code.textContent.trim().split('\\n');
+  return {bottom: rect.bottom + window.scrollY, height: rect.height, right: rect.right,
+          codeHidden: code.scrollWidth - code.clientWidth,
+          underError: !!prev && !!prev.querySelector('pre') && prev.textContent.includes('TBackward0'),
+          errorText: error ? error.textContent.trim() : '',
+          header: header ? header.getBoundingClientRect().height : 0, lastLine: lines[lines.length - 1]};
+}"""
+
+
+def quick_fix_cut(box, screen, first_screen=True):
+    """Where the quick fix (QUICK_FIX_BOX) does not fit on `screen`."""
     problems = []
-    title, description = page.evaluate("""() => [document.title,
-      (document.querySelector('meta[name="description"]') || {}).content || '']""")
-    for words in ("TBackward0", "invalid gradient"):
-        if words not in title or words not in description:
-            problems.append(f"the page title or description lacks {words!r}")
-    book_title = title.split(" \N{EM DASH} ")[-1]
-    if title.count(book_title) > 1:
-        problems.append(f"the page title repeats itself: {title!r}")
-    if box is None:
-        return problems + ["the intro has no quick-fix box"]
-    screen = VIEWS[view]["viewport"]
-    if box["errorText"] != THE_ERROR:
-        problems.append(f"the first text block is not the error: {box['errorText'][:60]!r}")
-    if not box["underError"]:
-        problems.append("the quick fix is not right under the error")
-    if box["bottom"] > screen["height"]:
+    if first_screen and box["bottom"] > screen["height"]:
         problems.append(f"the quick fix ends at {box['bottom']:.0f} px, below the "
                         f"first screen ({screen['height']} px)")
     if box["right"] > screen["width"] or box["codeHidden"] > 1:
         problems.append("the quick fix is cut at the side")
+    return problems
+
+
+def quick_fix_problems(page, view):
+    """The intro's quick fix is right under the error, on the first screen
+    (its title and description are tests/test_findable.py's)."""
+    box = page.evaluate(QUICK_FIX_BOX)
+    if box is None:
+        return ["the intro has no quick-fix box"]
+    problems = quick_fix_cut(box, VIEWS[view]["viewport"])
+    if box["errorText"] != THE_ERROR:
+        problems.append(f"the first text block is not the error: {box['errorText'][:60]!r}")
+    if not box["underError"]:
+        problems.append("the quick fix is not right under the error")
     return problems
 
 
@@ -697,46 +663,45 @@ def quick_fix_problems(page, view):
 def test_page(browser, site, page_path, view):
     assert (HTML / page_path).is_file(), f"{page_path} was not built"
     problems, loaded = [], []
-    context, page = open_page(browser, site, view, page_path, problems, loaded)
-    dark = page.evaluate("() => document.documentElement.dataset.theme")
-    assert dark == ("dark" if view.endswith("dark") else "light"), dark
-    desktop = view.startswith("desktop")
-    # first, before the checks below read the layout of the whole page
-    reads = page.evaluate(LAYOUT_READS_SO_FAR)
-    problems += [f"while loading, a script reads {read} ({len(reads)} reads)"
-                 for read in sorted(set(reads))[:5]]
-    if view == "phone":
-        problems += budget_problems(page_path, loaded, site)
-    problems += mathjax_problems(page, loaded)
-    # every picture, also those loaded when scrolled to, for the checks below
-    page.evaluate("""() => Promise.all(Array.from(document.querySelectorAll(
-      'img[loading="lazy"]')).map(img => { img.loading = 'eager';
-        return img.decode().catch(() => null); }))""")
-    problems += favicon_problems(page, site)
-    problems += page.evaluate(BROKEN_MEDIA)
-    problems += [f"error output: {e}" for e in page.evaluate(STRAY_ERRORS)]
-    problems += page.evaluate(CUT_OFF, [VIEWS[view]["viewport"]["width"], desktop])
-    problems += page.evaluate(ALIGNED_OUTPUTS)
-    if not desktop:
-        problems += page.evaluate(SCROLLING_FIGURES)
-    if view == "phone":
-        problems += page.evaluate(PHONE_READING)
-    problems += page.evaluate(MID_WORD_BREAKS)
-    problems += image_problems(page, site, view)
-    if view in AXE_VIEWS:
-        problems += accessibility_problems(page)
-    if page_path == INTRO:
-        problems += quick_fix_problems(page, view)
-    if os.environ.get("SCREENSHOTS") == "1":
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SHOTS / f"{page_path.replace('/', '_')[:-5]}-{view}.png",
-                        full_page=True)
-    if page_path != "search.html" and not view.endswith("dark"):
-        problems += (desktop_navigation_problems(page) if desktop
-                     else phone_navigation_problems(page))
-    if desktop and page_path != "search.html":
-        problems += print_problems(page, view)
-    context.close()
+    with open_page(browser, site, view, page_path, problems, loaded) as page:
+        dark = page.evaluate("() => document.documentElement.dataset.theme")
+        assert dark == ("dark" if view.endswith("dark") else "light"), dark
+        desktop = view.startswith("desktop")
+        # first, before the checks below read the layout of the whole page
+        reads = page.evaluate(LAYOUT_READS_SO_FAR)
+        problems += [f"while loading, a script reads {read} ({len(reads)} reads)"
+                     for read in sorted(set(reads))[:5]]
+        if view == "phone":
+            problems += budget_problems(page_path, loaded, site)
+        problems += mathjax_problems(page, loaded)
+        # every picture, also those loaded when scrolled to, for the checks below
+        page.evaluate("""() => Promise.all(Array.from(document.querySelectorAll(
+          'img[loading="lazy"]')).map(img => { img.loading = 'eager';
+            return img.decode().catch(() => null); }))""")
+        problems += favicon_problems(page, site)
+        problems += page.evaluate(BROKEN_MEDIA)
+        problems += [f"error output: {e}" for e in page.evaluate(STRAY_ERRORS)]
+        problems += page.evaluate(CUT_OFF, [VIEWS[view]["viewport"]["width"], desktop])
+        problems += page.evaluate(ALIGNED_OUTPUTS)
+        if not desktop:
+            problems += page.evaluate(SCROLLING_FIGURES)
+        if view == "phone":
+            problems += page.evaluate(PHONE_READING)
+        problems += page.evaluate(MID_WORD_BREAKS)
+        problems += image_problems(page, site, view)
+        if view in AXE_VIEWS:
+            problems += accessibility_problems(page)
+        if page_path == INTRO:
+            problems += quick_fix_problems(page, view)
+        if os.environ.get("SCREENSHOTS") == "1":
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SHOTS / f"{page_path.replace('/', '_')[:-5]}-{view}.png",
+                            full_page=True)
+        if page_path != "search.html" and not view.endswith("dark"):
+            problems += (desktop_navigation_problems(page) if desktop
+                         else phone_navigation_problems(page))
+        if desktop and page_path != "search.html":
+            problems += print_problems(page, view)
     assert problems == []
 
 
@@ -790,12 +755,12 @@ def test_a_low_contrast_token_colour_is_found(browser, site):
     token drawn in a light grey on the code's light background (not the same colour:
     axe leaves a 1:1 contrast for a person to review, as text perhaps hidden)."""
     problems = []
-    context, page = open_page(browser, site, "desktop", f"{toc_entries()[1]}.html", problems)
-    kind = page.evaluate("() => document.querySelector('div.cell_input div.highlight pre "
-                         "span[class]').className.split(' ')[0]")
-    page.add_style_tag(content=f"div.highlight pre span.{kind} {{ color: #b0b0b0 !important; }}")
-    found = accessibility_problems(page)
-    context.close()
+    with open_page(browser, site, "desktop", f"{toc_entries()[1]}.html", problems) as page:
+        kind = page.evaluate("() => document.querySelector('div.cell_input div.highlight pre "
+                             "span[class]').className.split(' ')[0]")
+        grey = f"div.highlight pre span.{kind} {{ color: #b0b0b0 !important; }}"
+        page.add_style_tag(content=grey)
+        found = accessibility_problems(page)
     assert any("color-contrast" in problem for problem in found), found
 
 
@@ -813,8 +778,7 @@ SEARCH_FIELDS = """() => Array.from(document.querySelectorAll('form.bd-search'))
 def test_the_search_icon_leaves_the_query_whole(browser, site):
     """On a 360-px phone, the search field's magnifying glass stands before
     the query typed, in the header's search dialog and on the search page."""
-    context = browser.new_context(viewport={"width": 360, "height": 640},
-                                  is_mobile=True, has_touch=True)
+    context = browser.new_context(viewport=SMALL_PHONE, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.goto(site + INTRO, wait_until="load")
     visible(page, "button.search-button__button")[0].tap()
@@ -848,23 +812,6 @@ def test_a_search_does_not_highlight_the_pages_read_after_it(browser, site):
     assert marked == dict.fromkeys(marked, 0), f"search words highlighted: {marked}"
 
 
-# A small phone (360x640 CSS px): where a search for the error lands, the
-# fix must be whole on the first screen.
-SMALL_PHONE = {"width": 360, "height": 640}
-QUICK_FIX_BOX = """() => {
-  const box = document.querySelector('.quick-fix');
-  if (!box) return null;
-  const rect = box.getBoundingClientRect();
-  const code = box.querySelector('pre');
-  const header = document.querySelector('.bd-header-article');
-  const lines = code.textContent.trim().split('\\n');
-  return {top: rect.top + window.scrollY, bottom: rect.bottom + window.scrollY,
-          height: rect.height, right: rect.right, codeHidden: code.scrollWidth - code.clientWidth,
-          codeBottom: code.getBoundingClientRect().bottom + window.scrollY,
-          header: header ? header.getBoundingClientRect().height : 0, lastLine: lines[lines.length - 1]};
-}"""
-
-
 def test_the_quick_fix_is_whole_on_a_small_phone(browser, site):
     """Chapter 1 (where a search for the error lands) shows the quick fix,
     its last line (the optimizer rebuilt) included, on the first screen of
@@ -883,12 +830,9 @@ def test_the_quick_fix_is_whole_on_a_small_phone(browser, site):
             continue
         if not box["lastLine"].startswith("optimizer = torch.optim."):
             problems.append(f"{page_path}: the quick fix ends with {box['lastLine']!r}")
-        if first_screen and box["bottom"] > SMALL_PHONE["height"]:
-            problems.append(f"{page_path}: the quick fix ends at {box['bottom']:.0f} px, "
-                            f"below the first screen ({SMALL_PHONE['height']} px)")
+        problems += [f"{page_path}: {problem}"
+                     for problem in quick_fix_cut(box, SMALL_PHONE, first_screen)]
         if box["height"] + box["header"] > SMALL_PHONE["height"]:
             problems.append(f"{page_path}: the quick fix ({box['height']:.0f} px) does "
                             "not fit on one screen under the header")
-        if box["right"] > SMALL_PHONE["width"] or box["codeHidden"] > 1:
-            problems.append(f"{page_path}: the quick fix is cut at the side")
     assert problems == []

@@ -140,6 +140,10 @@ def test_every_page_has_its_description_canonical_link_and_card(heads):
 
 
 def test_the_error_is_in_the_description_and_on_the_card_of_the_intro_and_chapter_1(heads):
+    title = " ".join(heads[INTRO].title.split())
+    assert "TBackward0" in title and "invalid gradient" in title, title
+    book_title = title.split(" \N{EM DASH} ")[-1]
+    assert title.count(book_title) == 1, f"the title repeats itself: {title!r}"
     for page in (INTRO, CHAPTER_1):
         meta = heads[page].meta
         assert "TBackward0" in meta["description"] and "invalid gradient" in meta["description"]
@@ -152,8 +156,6 @@ def test_the_error_is_in_the_description_and_on_the_card_of_the_intro_and_chapte
 
 def test_the_sitemap_lists_every_page_and_nothing_else(sitemap):
     assert sorted(sitemap) == sorted(f"{BASE}{page}.html" for page in PAGES)
-    teachers = {f"{BASE}book/{name}.html" for name in TEACHER_PAGES}
-    assert not teachers & set(sitemap) - {f"{BASE}{page}.html" for page in PAGES}
 
 
 def test_no_teacher_page_is_built_or_named_in_a_card():
@@ -167,7 +169,6 @@ def test_no_teacher_page_is_built_or_named_in_a_card():
 def test_the_404_page_has_the_search_box_and_the_contents():
     head = parsed(HTML / "404.html")
     prefix = "/" + BASE.split("://", 1)[1].split("/", 1)[1]
-    assert head.meta.get("robots") == "noindex"
     assert "Page not found" in head.title
     searches = [form for form in head.forms if form.get("action") == f"{prefix}search.html"]
     assert searches, head.forms
@@ -195,7 +196,6 @@ def test_no_page_says_project_name_not_set():
     assert [p.name for p in pages if "Project name not set" in p.read_text()] == []
     inventory = (HTML / "objects.inv").read_bytes()
     header = inventory.split(b"\n", 4)
-    assert b"# Project: Project name not set" not in inventory
     assert header[1].startswith(b"# Project: Pruning"), header[1]
     zlib.decompress(header[4])  # the inventory is whole
 

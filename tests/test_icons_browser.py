@@ -1,21 +1,16 @@
 """Every icon of the built book is drawn, in headless Chromium.
 
-book/_ext/icons.py draws the theme's icons as inline SVG when the book
-is built (book/_templates/layout.html does not load the theme's script that
-would draw them). Here, on a
-few pages of the built book (one view each), every icon element (anything
-with a Font Awesome class) must be an `<svg>` whose path has a shape and
-ink (drawn alone, in the page's colours, it colours pixels), and
-each one the page shows (not hidden by its theme or layout, as the icon of
-the colour mode not in use) must have a box and a path of non-zero size.
-The icons the theme's CSS draws with the icon font (the admonitions'
-symbols) must be drawn by the font subsets: not blank, not by a fallback
-font, and without fetching the theme's whole icon fonts. Reads the book
-`make book` builds.
+book/_ext/icons.py draws the theme's icons as inline SVG when the book is
+built (book/_templates/layout.html does not load the theme's script that
+would). On a few pages (PAGES, one view each), every Font Awesome element
+must be an `<svg>` whose path inks pixels in the page's colours, and each
+one shown must have a box and a path of non-zero size. The icons the CSS
+draws with the icon font (the admonitions' symbols) must be drawn by the
+font subsets, without fetching the theme's whole icon fonts.
 """
 import pytest
 
-from tests.test_browser import INTRO, VIEWS
+from tests.test_browser import INTRO, open_page
 from tools.book import ROOT, toc_entries, toc_notebooks
 
 ICONS = """async () => {
@@ -130,10 +125,9 @@ INKLESS = """() => {
   }
 }"""
 # One view per page: the landing page on a phone (its menu and contents
-# buttons), and on a desktop a chapter, the teacher's guide (admonitions of
-# several kinds) and the search page.
+# buttons), and on a desktop a chapter, the versions page (admonitions, as
+# the intro has) and the search page.
 CHAPTER = toc_notebooks()[0].relative_to(ROOT).with_suffix(".html").as_posix()
-# a page of the toc with admonitions besides the intro
 VERSIONS = next(f"{entry}.html" for entry in toc_entries() if entry.endswith("/versions"))
 PAGES = {INTRO: "phone", CHAPTER: "desktop", VERSIONS: "desktop", "search.html": "desktop"}
 
@@ -152,18 +146,13 @@ def icon_problems(icons):
 
 @pytest.mark.parametrize("page_path", list(PAGES))
 def test_every_icon_is_drawn(browser, site, page_path):
-    context = browser.new_context(**VIEWS[PAGES[page_path]])
-    try:
-        page = context.new_page()
-        fetched = []
-        page.on("request", lambda request: fetched.append(request.url))
-        page.goto(site + page_path, wait_until="load")
+    problems, loaded = [], []
+    with open_page(browser, site, PAGES[page_path], page_path, problems, loaded) as page:
         icons = page.evaluate(ICONS)
         shown = page.evaluate(SHOW_FONT_ICON)
-        fetched_by_the_page = list(fetched)
+        fetched_by_the_page = [url for url, _ in loaded]
         font_icons = page.evaluate(FONT_ICONS)
-    finally:
-        context.close()
+    assert problems == [], problems
     # drawn by the subsets, not by the theme's whole icon fonts (which its
     # stylesheet declares too, and a browser fetches for a glyph the
     # subsets lack)
@@ -179,28 +168,18 @@ def test_every_icon_is_drawn(browser, site, page_path):
 
 
 def test_a_glyph_missing_from_the_font_subset_is_seen(browser, site):
-    context = browser.new_context(**VIEWS["desktop"])
-    try:
-        page = context.new_page()
-        page.goto(site + INTRO, wait_until="load")
+    with open_page(browser, site, "desktop", INTRO, []) as page:
         page.evaluate(PLANTED)
         font_icons = page.evaluate(FONT_ICONS)
-    finally:
-        context.close()
     assert [icon["drawn"] for icon in font_icons if "planted" in icon["element"]] == [False]
     assert [icon for icon in font_icons if "planted" not in icon["element"]
             and not icon["drawn"]] == [] and len(font_icons) >= 2
 
 
 def test_an_icon_without_ink_is_seen(browser, site):
-    context = browser.new_context(**VIEWS["desktop"])
-    try:
-        page = context.new_page()
-        page.goto(site + INTRO, wait_until="load")
+    with open_page(browser, site, "desktop", INTRO, []) as page:
         page.evaluate(INKLESS)
         icons = page.evaluate(ICONS)
-    finally:
-        context.close()
     planted = [icon for icon in icons if "planted" in icon["element"]]
     assert len(planted) == 3 and all(icon["shown"] and min(icon["shape"]) > 0 for icon in planted)
     assert icon_problems(icons) == [f"an SVG that draws nothing: {icon['element']}"

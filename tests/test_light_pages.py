@@ -143,6 +143,13 @@ def fresh(tiny, tmp_path):
     return copy
 
 
+@pytest.fixture()
+def index(fresh):
+    """(fresh's index.html, its text, a count for what the rewrites find)."""
+    page = fresh / "index.html"
+    return page, page.read_text(), Counter()
+
+
 def fake_app(outdir, docs=3):
     return SimpleNamespace(builder=SimpleNamespace(format="html"), outdir=outdir,
                            env=SimpleNamespace(all_docs=dict.fromkeys(range(docs))),
@@ -227,20 +234,18 @@ def test_a_rewrite_that_finds_nothing_in_any_page_stops_a_full_build(fresh):
     fails(12, fresh, lp.lighten_pages, fake_app(fresh), None)
 
 
-def test_a_page_without_the_mark_must_be_light_already(fresh):
-    page = fresh / "index.html"
-    text = page.read_text().replace(lp.PAGE_MARK, "")
-    fails(2, page, lp.light_page, text, page, {})
+def test_a_page_without_the_mark_must_be_light_already(index):
+    page, text, _ = index
+    fails(2, page, lp.light_page, text.replace(lp.PAGE_MARK, ""), page, {})
     redirect = '<meta http-equiv="Refresh" content="0; url=book/intro.html" />'
-    assert lp.light_page(redirect, fresh / "redirect.html", {}) == redirect
+    assert lp.light_page(redirect, page.parent / "redirect.html", {}) == redirect
 
 
 # -- one test per rewrite: it works on the real input, and fails loudly
 
-def test_2_icons(fresh, shapes):
+def test_2_icons(index, shapes):
     assert {pack for pack, _ in shapes} == {"fas", "far", "fab"} and len(shapes) > 1000
-    page = fresh / "index.html"
-    text = page.read_text()
+    page, text, _ = index
     drawn = icons.inline_icons(text, page, shapes)
     assert drawn.count("svg-inline--fa") == len(icons.ICON_ELEMENT.findall(text)) >= 5
     script = (PYDATA_STATIC / "scripts" / "fontawesome.js").read_text()
@@ -263,13 +268,11 @@ def test_2_icons(fresh, shapes):
 
 
 def copy_theme_fonts(outdir):
-    for name in icons.THEME_CSS:
-        source = PYDATA_STATIC if "pydata" in name else BOOK_THEME_STATIC
+    files = [(PYDATA_STATIC if "pydata" in name else BOOK_THEME_STATIC, name)
+             for name in icons.THEME_CSS]
+    for static, name in files + [(PYDATA_STATIC, font) for font in icons.FONT_SUBSETS.values()]:
         (outdir / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(source / name.removeprefix("_static/"), outdir / name)
-    for source in icons.FONT_SUBSETS.values():
-        (outdir / source).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(PYDATA_STATIC / source.removeprefix("_static/"), outdir / source)
+        shutil.copy(static / name.removeprefix("_static/"), outdir / name)
 
 
 def test_3_icon_font_subsets(tmp_path):
@@ -310,43 +313,42 @@ def test_4_icon_font_rules(tmp_path):
           css.replace(".fa-github:before{", ".fa-github:before {", 1), "theme.css")
 
 
-def test_7_head_scripts_deferred():
+def scripts(*names):
+    """A page's list of scripts as Sphinx gives it: `names` under _static/,
+    then an inline script."""
     from sphinx.builders.html._assets import _JavaScript
 
-    def scripts():
-        return ([_JavaScript("_static/documentation_options.js")]
-                + [_JavaScript(f"_static/{name}", priority=500) for name in lp.DEFERRED]
-                + [_JavaScript(None, body="let x = 1;")])
-    deferred = lp.deferred_scripts(scripts(), "page.html")
+    inline = _JavaScript(None, body="let x = 1;")
+    return [_JavaScript(f"_static/{name}") for name in names] + [inline]
+
+
+def test_7_head_scripts_deferred():
+    names = ("documentation_options.js", *lp.DEFERRED)
+    deferred = lp.deferred_scripts(scripts(*names), "page.html")
     assert [js.attributes.get("defer") for js in deferred] == \
         [None] + ["defer"] * len(lp.DEFERRED) + [None]
-    assert [js.filename for js in deferred] == [js.filename for js in scripts()]
-    without = [js for js in scripts() if "doctools" not in str(js.filename)]
+    assert [js.filename for js in deferred] == [js.filename for js in scripts(*names)]
+    without = [js for js in scripts(*names) if "doctools" not in str(js.filename)]
     assert "doctools.js" in fails(7, "page.html", lp.deferred_scripts, without, "page.html")
-    old_style = [str(js.filename) if "copybutton" in str(js.filename) else js for js in scripts()]
+    old_style = [str(js.filename) if "copybutton" in str(js.filename) else js
+                 for js in scripts(*names)]
     fails(7, "page.html", lp.deferred_scripts, old_style, "page.html")
 
 
 def test_16_no_search_highlighting():
-    from sphinx.builders.html._assets import _JavaScript
-
-    def scripts():
-        return [_JavaScript("_static/doctools.js"), _JavaScript("_static/sphinx_highlight.js"),
-                _JavaScript(None, body="let x = 1;")]
-    names = [js.filename for js in lp.without_search_highlight(scripts(), "page.html")]
-    assert names == ["_static/doctools.js", None]
+    names = ("doctools.js", "sphinx_highlight.js")
+    kept = [js.filename for js in lp.without_search_highlight(scripts(*names), "page.html")]
+    assert kept == ["_static/doctools.js", None]
     # search.html's search script is told that highlighting is off
-    on_search = lp.without_search_highlight(scripts(), "search.html")
+    on_search = lp.without_search_highlight(scripts(*names), "search.html")
     assert [js.filename for js in on_search] == ["_static/doctools.js", None, None]
     assert on_search[-1].attributes["body"] == lp.SEARCH_HIGHLIGHT_OFF
-    fails(16, "page.html", lp.without_search_highlight, scripts()[::2], "page.html")
+    fails(16, "page.html", lp.without_search_highlight, scripts("doctools.js"), "page.html")
 
 
-def test_17_folds_named_by_their_text(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
+def test_17_folds_named_by_their_text(index):
+    page, text, found = index
     assert lp.FOLD_LABEL in text
-    found = Counter()
     named = lp.folds_named_by_their_text(text, page, found)
     assert "Toggle hidden content" not in named and found[17] == 1
     fails(17, page, lp.folds_named_by_their_text,
@@ -371,10 +373,8 @@ def test_8_the_themes_tab_stops():
     fails(8, "theme.js", lp.tab_stops_when_laid_out, script + ";" + call, "theme.js")
 
 
-def test_9_boxes_that_scroll_focusable(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_9_boxes_that_scroll_focusable(index):
+    page, text, found = index
     lighter = lp.focusable_boxes(text, page, found)
     assert found[9] >= 2 and '<pre tabindex="0"' in lighter
     assert 'class="pst-scrollable-table-container"' in lighter
@@ -383,20 +383,16 @@ def test_9_boxes_that_scroll_focusable(fresh):
                        '<div id="t" class="pst-scrollable-table-container"'), page, found)
 
 
-def test_10_headings(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_10_headings(index):
+    page, text, found = index
     assert "owner/<wbr>repository" in lp.breakable_headings(text, page, found) and found[10]
     fails(10, page, lp.breakable_headings, text.replace("</h1>", "</H1>"), page, found)
     fails(10, page, lp.breakable_headings,
           text.replace("Pruning owner/repository", "Pruning <wbr>owner/repository"), page, found)
 
 
-def test_11_inline_code(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_11_inline_code(index):
+    page, text, found = index
     assert "torch<wbr>.nn<wbr>.utils" in lp.breakable_inline_code(text, page, found)
     assert found[11]
     fails(11, page, lp.breakable_inline_code,
@@ -407,10 +403,8 @@ def test_11_inline_code(fresh):
           text.replace("torch.nn.utils", "torch.<wbr>nn.utils"), page, found)
 
 
-def test_12_images(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_12_images(fresh, index):
+    page, text, found = index
     assert 'width="40" height="30"' in lp.sized_lazy_images(text, page, found) and found[12]
     image = re.search(r'src="(_images/[^"]+)"', text)[1]
     fails(12, page, lp.sized_lazy_images, text.replace(image, "_images/gone.png"), page, found)
@@ -419,20 +413,16 @@ def test_12_images(fresh):
     fails(12, page, lp.sized_lazy_images, text.replace("<img ", "<IMG "), page, found)
 
 
-def test_13_references(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_13_references(index):
+    page, text, found = index
     lighter = lp.references_as_list_items(text, page, found)
     assert found[13] == 1 and 'class="citation" id="ref" role="listitem"' in lighter
     fails(13, page, lp.references_as_list_items,
           text.replace('role="doc-biblioentry"', "role='doc-biblioentry'"), page, found)
 
 
-def test_14_sidebar_toggles(fresh):
-    page = fresh / "index.html"
-    text = page.read_text()
-    found = Counter()
+def test_14_sidebar_toggles(index):
+    page, text, found = index
     assert 'aria-label="Pages under: Part"' in lp.named_toggles(text, page, found)
     assert found[14] == 1
     fails(14, page, lp.named_toggles,

@@ -10,6 +10,7 @@ the verdict is on screen after "Read it". A fuzz corpus of generated texts
 views are tests/test_browser.py's."""
 import json
 import random
+import re
 
 import pytest
 
@@ -62,8 +63,7 @@ def python_reading(text):
 @pytest.mark.parametrize("view", ["desktop", "phone"])
 def test_every_message_of_the_table_is_answered(browser, site, view):
     problems = []
-    context, page = open_page(browser, site, view, PAGE, problems)
-    try:
+    with open_page(browser, site, view, PAGE, problems) as page:
         width = VIEWS[view]["viewport"]["width"]
         texts = [m["text"] for m in MESSAGES]
         js = page.evaluate("texts => window.triage.readAll(texts)", texts)
@@ -130,8 +130,6 @@ def test_every_message_of_the_table_is_answered(browser, site, view):
         page.click("#triage-read")
         assert page.inner_text("#triage-answer").strip() == "Paste an error above."
         assert problems == [], problems
-    finally:
-        context.close()
 
 
 LUMINANCE = """selector => {
@@ -150,8 +148,7 @@ LUMINANCE = """selector => {
 @pytest.mark.parametrize("view", ["desktop", "desktop-dark", "phone", "phone-dark"])
 def test_the_box_and_its_answer_follow_the_colour_scheme(browser, site, view):
     problems = []
-    context, page = open_page(browser, site, view, PAGE, problems)
-    try:
+    with open_page(browser, site, view, PAGE, problems) as page:
         page.fill("#triage-input", MESSAGES[0]["text"])
         page.click("#triage-read")
         for selector in ("#triage-input", "#triage-answer td", ".triage-verdict"):
@@ -160,14 +157,12 @@ def test_the_box_and_its_answer_follow_the_colour_scheme(browser, site, view):
             assert (text > back) if dark else (text < back), (view, selector, text, back)
             assert abs(text - back) > 100, (view, selector, text, back)
         assert problems == [], problems
-    finally:
-        context.close()
 
 
 def test_each_cause_link_leads_to_a_heading_of_chapter_6():
     chapter = (HTML / "book" / "06_any_layer_any_node.html").read_text()
     rules = (HTML / "_static" / "triage_rules.js").read_text()
-    anchors = set(__import__("re").findall(r'06_any_layer_any_node\.html#([\w-]+)', rules))
+    anchors = set(re.findall(r'06_any_layer_any_node\.html#([\w-]+)', rules))
     assert anchors and all(f'id="{anchor}"' in chapter for anchor in anchors)
 
 
@@ -211,11 +206,8 @@ def test_the_page_and_python_agree_on_generated_texts(browser, site):
     texts = fuzz_texts()
     assert len(texts) >= 2000
     problems = []
-    context, page = open_page(browser, site, "desktop", PAGE, problems)
-    try:
+    with open_page(browser, site, "desktop", PAGE, problems) as page:
         js = page.evaluate("texts => window.triage.readAll(texts)", texts)
-    finally:
-        context.close()
     python = [python_reading(t) for t in texts]
     differ = [(t, a, b) for t, a, b in zip(texts, js, python) if a != b]
     assert differ == [], differ[:3]
@@ -231,8 +223,7 @@ def test_long_shapes_stay_compact_and_the_verdict_in_view_on_a_phone(browser, si
             * 40 + f"RuntimeError: Function MmBackward0 returned an invalid gradient at index 0"
             f" - got [{got}] but expected shape compatible with [3, 4]")
     problems = []
-    context, page = open_page(browser, site, "phone", PAGE, problems)
-    try:
+    with open_page(browser, site, "phone", PAGE, problems) as page:
         page.fill("#triage-input", text)
         page.click("#triage-read")
         answer = page.evaluate(ANSWER)
@@ -243,5 +234,3 @@ def test_long_shapes_stay_compact_and_the_verdict_in_view_on_a_phone(browser, si
         assert 0 <= answer["top"] < answer["screen"], answer["top"]
         assert answer["wide"] <= VIEWS["phone"]["viewport"]["width"]
         assert problems == [], problems
-    finally:
-        context.close()

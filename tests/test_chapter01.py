@@ -54,3 +54,22 @@ def test_intro_del_x_leaves_an_optimizer_that_already_stepped_broken(make_optimi
     x.backward()                                 # the error is gone
     with pytest.raises(RuntimeError, match="must match the size"):
         optimizer.step()
+
+
+def test_exercise_3_has_a_dozen_variants_each_with_an_exact_answer(notebooks):
+    """Neighbours rarely share a variant, and the check's answer, -2 minus
+    one per pass, is exact for each: the same range in the variant cell and
+    in the hidden tests, and the gradient adds -1 per pass exactly."""
+    chapter = next(nb for p, nb in notebooks.items() if p.name.startswith("01_"))
+    cells = {c.get("id"): c.source for c in chapter.cells}
+    ranges = {re.search(r"randint\((\d+), (\d+)\)", cells[i]).groups()
+              for i in ("exercise-3-variant", "cell-34")}
+    assert len(ranges) == 1, ranges
+    low, high = map(int, ranges.pop())
+    assert high - low + 1 >= 12 and low > 1          # 1 is the book's variant
+    weight = torch.zeros(3, requires_grad=True)
+    (-weight.sum() * 2).backward()                   # -2, as after test2
+    for passes in range(1, high + 1):
+        (-weight.sum()).backward()
+        if passes >= low:
+            assert weight.grad.unique().tolist() == [-2.0 - passes]

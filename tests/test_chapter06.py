@@ -588,29 +588,6 @@ def test_a_parametrization_that_cannot_be_read_is_said_so_not_passed():
                                   "the parametrization)",)
 
 
-LSTM_CRASH = """
-import torch
-from torch import nn
-torch.manual_seed(0)
-lstm = nn.LSTM(4, 6)
-lstm.weight_hh_l0.data = lstm.weight_hh_l0.data[:, :4]
-out, _ = lstm(torch.randn(3, 1, 4))
-out.sum().backward()
-print("backward returned")
-"""
-
-
-def test_the_lstm_case_the_chapter_stops_does_not_survive_its_backward():
-    """The chapter says the cut LSTM's backward kills the process (a segfault on
-    the CPU's oneDNN path): run in a process of its own, it never returns."""
-    import subprocess
-    import sys
-    done = subprocess.run([sys.executable, "-c", LSTM_CRASH], capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode != 0 and "backward returned" not in done.stdout
-    assert done.returncode < 0 or "Error" in done.stderr    # a signal, or an error
-
-
 # --- advice from evidence ------------------------------------------------------
 
 def test_a_tie_is_seen_and_the_fix_keeps_it():

@@ -1,4 +1,6 @@
 """Chapter 2: the helpers that find and filter the raise site, and the stored evidence."""
+import re
+
 import nbformat
 import pytest
 import torch
@@ -119,3 +121,34 @@ def test_stored_outputs_name_the_raise_site_and_link_it():
             "torch/csrc/autograd/input_metadata.cpp#L") in text
     assert "torch::autograd::validate_outputs_impl<...>" in text
     assert "Error detected in TBackward0." in text
+
+
+# Found by mutation testing (mutmut on the export cells).
+
+def test_source_links_point_at_the_installed_release():
+    """A release (2.13.0, 2.13.0+cpu) links to its tag; anything else to main."""
+    release = torch.__version__.split("+")[0]
+    tag = f"v{release}" if re.fullmatch(r"\d+\.\d+\.\d+", release) else "main"
+    assert ch.GITHUB == f"https://github.com/pytorch/pytorch/blob/{tag}"
+
+
+def test_show_source_lines_shows_exactly_the_context_asked_for(tmp_path, capsys):
+    (tmp_path / "source.txt").write_text("one\ntwo\nthree\nfour\nfive\nsix\n")
+    assert ch.show_source_lines("source.txt", "three", after=1, before=1, root=tmp_path) == 3
+    assert capsys.readouterr().out.splitlines() == [
+        "source.txt:", "     2  two", "     3  three", "     4  four"]
+    ch.show_source_lines("source.txt", "three", after=0, root=tmp_path, width=20)
+    assert capsys.readouterr().out.splitlines() == ["source.txt:", "     3  three"]
+    ch.show_source_lines("source.txt", "two", root=tmp_path)  # the match and 3 lines after
+    assert [line.split()[-1] for line in capsys.readouterr().out.splitlines()[1:]] == [
+        "two", "three", "four", "five"]
+    with pytest.raises(ValueError, match="before and after"):
+        ch.show_source_lines("source.txt", "three", before=-1, root=tmp_path)
+    (tmp_path / "wide.txt").write_text("x" * 88 + "\n" + "y" * 89 + "\n")
+    ch.show_source_lines("wide.txt", "x", root=tmp_path)  # 96 wide: 96 shown whole, 97 cut
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "     1  " + "x" * 88, "     2  " + "y" * 87 + "…"]
+
+
+def test_frame_name_keeps_what_follows_a_template():
+    assert ch.frame_name("void ns::A<int>::f(std::vector<int>) const") == "ns::A<...>::f"

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 
 import nbformat
 import pytest
@@ -416,75 +417,115 @@ def test_a_setup_or_study_cell_edited_names_where_to_edit(chapters, marker, orig
     assert lines[-1] == "-print('edited')"
 
 
+# Found by mutation testing (mutmut): changes to tools/copies.py and tools/generate.py
+# that the tests above let through.
+
+def test_the_install_list_reads_submodule_imports_past_magics_and_shell_lines():
+    cell = nbformat.v4.new_code_cell("%matplotlib inline\n!nvidia-smi\nimport torchviz.dot\n"
+                                     "from torch_pruning.pruner import algorithms")
+    assert copies.imported_installables([cell]) == ["torchviz", "torch-pruning"]
+
+
+def test_top_level_names_keeps_every_name_of_a_cell():
+    names = copies.top_level_names("!ls\n%time y = 2\ndef f():\n    pass\nX = 1\nclass C:\n    pass")
+    assert [(name, kind) for name, kind, _ in names] == [("f", "def"), ("X", "assign"), ("C", "def")]
+
+
+def test_the_name_check_finds_a_copied_name_reassigned_in_its_source_chapter(chapters):
+    planted = copy.deepcopy(chapters)
+    first_hand_cell(planted[CH4]).source += "\nprune_linear_pair = print"
+    assert names_written_twice(planted) == ["prune_linear_pair"]
+
+
+def test_the_setup_cell_is_the_first_code_cell_and_the_only_one(chapters):
+    """Not marked: refused, rather than its code overwritten by the setup code."""
+    no_setup, two = copy.deepcopy(chapters), copy.deepcopy(chapters)
+    del next(c for c in no_setup[CH7].cells if c.cell_type == "code").metadata["setup"]
+    [c for c in two[CH7].cells if c.cell_type == "code"][1].metadata["setup"] = {"install": []}
+    for broken, message in [(no_setup, "the first code cell must be the setup cell"),
+                            (two, "only the first code cell is a setup cell")]:
+        with pytest.raises(ValueError, match=message):
+            copies.with_generated_cells(broken)
+
+
+def moved_after_setup(notebook, cell):
+    notebook.cells.remove(cell)
+    notebook.cells.insert(next(i for i, c in enumerate(notebook.cells)
+                               if c.cell_type == "code") + 1, cell)
+
+
+def test_a_copy_right_after_the_setup_cell_is_rewritten_too(chapters):
+    moved = copy.deepcopy(chapters)
+    cell = cell_by_id(moved[CH7], "copy-prune-linear-pair")
+    original, cell.source = cell.source, "edited by hand"
+    moved_after_setup(moved[CH7], cell)
+    regenerated = copies.with_generated_cells(moved)[CH7]
+    assert cell_by_id(regenerated, "copy-prune-linear-pair").source == original
+
+
+def test_copies_after_a_stored_benchmark_are_generated_too(chapters):
+    moved = copy.deepcopy(chapters)
+    moved_after_setup(moved[CH5], next(c for c in moved[CH5].cells if "bench" in c.metadata))
+    for cell in moved[CH5].cells:
+        cell.metadata.pop("copy_hash", None)
+    regenerated = [c for c in copies.with_generated_cells(moved)[CH5].cells
+                   if "copy_of" in c.metadata]
+    assert regenerated and all(c.metadata["copy_hash"] == copies.digest(c.source)
+                               for c in regenerated)
+
+
+def test_a_part_whose_source_has_no_title_keeps_the_copy_title(chapters):
+    several = copy.deepcopy(chapters)
+    several[CH7].cells.remove(cell_by_id(several[CH7], "copy-prune-linear-pair"))
+    first = cell_by_id(several[CH7], "copy-pair-surgery-checks")
+    first.metadata["copy_of"] = ["04_every_way_out.ipynb#prune-linear-pair",
+                                 "04_every_way_out.ipynb#pair-surgery-checks"]
+    assert not cell_by_id(several[CH4], "prune-linear-pair").source.startswith("# @title")
+    split = copies.one_copy_per_source(CH7, several[CH7], several)
+    assert cell_by_id(split, "copy-prune-linear-pair").metadata["copy_title"] == \
+        first.metadata["copy_title"]
+
+
+def test_an_empty_copy_of_is_refused_with_what_it_needs(chapters):
+    empty = copy.deepcopy(chapters)
+    copy_cell(empty[CH7], "04_every_way_out.ipynb#prune-linear-pair").metadata["copy_of"] = []
+    with pytest.raises(ValueError, match="a list of one cell"):
+        copies.with_generated_cells(empty)
+
+
+def test_a_table_that_reads_the_chapters_gets_them_as_about_to_be_written(chapters,
+                                                                           monkeypatch):
+    """One run of `make generate` is enough: a generator whose `generated()`
+    takes `chapters` is given the chapters as generated, not read from disk."""
+    from tools import generate
+    seen = {}
+
+    def table(chapters=None):
+        seen["chapters"] = chapters
+        return {}
+    monkeypatch.setitem(sys.modules, "a_table", types.SimpleNamespace(generated=table))
+    monkeypatch.setattr(generate, "GENERATORS", ["a_table"])
+    wanted = copy.deepcopy(chapters)
+    generate.wanted_files(chapters, wanted)
+    assert seen["chapters"] is wanted
+
+
+def test_stray_files_are_found_in_both_generated_folders(tmp_path, monkeypatch):
+    from tools import generate
+    monkeypatch.setattr(generate, "BOOK", tmp_path)
+    monkeypatch.setattr(generate, "GENERATED", tmp_path / "_generated")
+    for name in ["student/kept.ipynb", "student/orphan.ipynb", "_generated/kept.md",
+                 "_generated/old/orphan.md"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    wanted = {tmp_path / "student/kept.ipynb": "x", tmp_path / "_generated/kept.md": "x"}
+    assert generate.stray_files(wanted) == [tmp_path / "_generated/old/orphan.md",
+                                            tmp_path / "student/orphan.ipynb"]
+
+
 def test_a_copy_of_that_is_not_a_list_is_refused_by_name(chapters):
     broken = copy.deepcopy(chapters)
     reference = "04_every_way_out.ipynb#prune-linear-pair"
     copy_cell(broken[CH7], reference).metadata["copy_of"] = reference
     with pytest.raises(ValueError, match="copy_of must be a list"):
         copies.with_generated_cells(broken)
-
-
-def setup_first(chapters):
-    """Chapter 4 alone, its setup cell first among its code cells."""
-    notebook = copy.deepcopy(chapters[CH4])
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert "setup" in code[0].metadata and "setup" not in code[1].metadata
-    return notebook, code
-
-
-def test_the_setup_cell_is_the_first_code_cell_and_the_only_one(chapters):
-    notebook, code = setup_first(chapters)
-    del code[0].metadata["setup"]
-    with pytest.raises(ValueError, match="the first code cell must be the setup cell"):
-        copies.with_generated_cells({**chapters, CH4: notebook})
-    for later in (code[1], code[2], code[-1]):
-        notebook, code_now = setup_first(chapters)
-        cell = code_now[code.index(later)]
-        cell.metadata["setup"] = {"install": []}
-        with pytest.raises(ValueError, match="only the first code cell is a setup cell"):
-            copies.with_generated_cells({**chapters, CH4: notebook})
-
-
-def test_the_setup_cell_installs_what_the_other_cells_import():
-    cells = [nbformat.v4.new_code_cell(source) for source in (
-        "%pip install nothing\n!ls\nimport torchviz.dot as dot",
-        "from torch_pruning.pruner import importance")]
-    assert copies.imported_installables(cells) == ["torchviz", "torch-pruning"]
-    assert copies.imported_installables(cells[1:]) == ["torch-pruning"]
-    assert copies.imported_installables([nbformat.v4.new_code_cell("import torchvizz")]) == []
-
-
-def test_every_top_level_name_of_a_cell_is_found():
-    names = copies.top_level_names("def f():\n    pass\nX = 1\nY, Z = 2, 3\n%time W = 4")
-    assert [(name, kind) for name, kind, _ in names] == [
-        ("f", "def"), ("X", "assign"), ("Y", "assign"), ("Z", "assign")]
-
-
-def test_a_copy_whose_statement_differs_from_its_source_is_two_meanings(chapters):
-    """Before `make generate`, a copy that no longer says what its source
-    says gives the name two meanings."""
-    stale = copy.deepcopy(chapters)
-    cell = copy_cell(stale[CH7], "05_variance_pruning.ipynb#activation-tracker")
-    cell.source = cell.source.replace("MERGE_EVERY = 256", "MERGE_EVERY = 128")
-    assert copies.names_defined_twice(chapters, own=study.PROTOCOL) == {}
-    assert sorted(copies.names_defined_twice(stale, own=study.PROTOCOL)) == ["MERGE_EVERY"]
-
-
-def test_a_file_no_generator_writes_any_more_is_stray_in_either_folder(chapters):
-    wanted = wanted_files(chapters)
-    for folder in (BOOK / "student", BOOK / "_generated"):
-        dropped = next(path for path in sorted(wanted) if path.parent == folder)
-        assert stray_files({p: t for p, t in wanted.items() if p != dropped}) == [dropped]
-
-
-def test_the_tables_read_the_chapters_they_are_given(chapters):
-    """One run of `make generate` is enough: a table that reads the chapters
-    reads them as given (as they are about to be written), not from disk."""
-    renamed = copy.deepcopy(chapters)
-    optional = "*Making the check visible from Python*"
-    heading = next(c for c in renamed[BOOK / "02_where_the_error_is_raised.ipynb"].cells
-                   if c.cell_type == "markdown" and optional.strip("*") in c.source)
-    heading.source = heading.source.replace(optional.strip("*"), "A heading renamed in memory")
-    table = BOOK / "_generated" / "chapters_at_a_glance.md"
-    assert optional in wanted_files(chapters)[table]
-    assert "*A heading renamed in memory*" in wanted_files(renamed)[table]

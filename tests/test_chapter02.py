@@ -152,3 +152,14 @@ def test_show_source_lines_shows_exactly_the_context_asked_for(tmp_path, capsys)
 
 def test_frame_name_keeps_what_follows_a_template():
     assert ch.frame_name("void ns::A<int>::f(std::vector<int>) const") == "ns::A<...>::f"
+
+
+def test_cpp_frames_merge_only_neighbouring_repeats():
+    """A frame that comes back further down (a backward run inside another
+    backward) stays in the stack: only a repeat next to itself is merged."""
+    report = "\n".join(f"#{i} {name}() from engine.cpp:0" for i, name in enumerate([
+        "torch::autograd::Engine::thread_main", "torch::autograd::Engine::thread_main",
+        "torch::autograd::Engine::evaluate_function", "torch::autograd::Engine::thread_main"]))
+    assert ch.cpp_frames(report) == ["torch::autograd::Engine::thread_main",
+                                     "torch::autograd::Engine::evaluate_function",
+                                     "torch::autograd::Engine::thread_main"]

@@ -299,3 +299,9 @@ def test_the_node_table_is_read_under_the_pinned_torch_only(monkeypatch):
     monkeypatch.setattr(triage, "torch_pin", lambda: "0.0.1")
     with pytest.raises(RuntimeError, match="torch 0.0.1's derivatives.yaml"):
         triage.node_table()
+
+
+def test_a_shrunk_dimension_is_said_with_how_many_fewer():
+    text = ("Function TBackward0 returned an invalid gradient at index 0 - got [10, 90] "
+            "but expected shape compatible with [10, 100]")
+    assert "  dim 1: expected 100, got 90 (10 fewer)" in str(ch.read_message(text)).splitlines()

@@ -370,6 +370,17 @@ def test_of_two_copies_of_a_chapter_the_answered_one_is_graded(graded):
     assert {r["notebook"] for r in rows[1:]} == {f"{ONE}.ipynb (file: Copy of {ONE}.ipynb)"}
 
 
+def test_of_two_copies_equally_answered_the_first_by_name_is_graded(monkeypatch):
+    monkeypatch.setattr(grader, "grade_notebook", lambda notebook, stem, student, shown,
+                        *limits: [{"graded": shown}])
+    right = answered(ONE)
+    rows = grader.grade_chapter([("a.ipynb", right), ("b.ipynb", right)],
+                                STUDENT / f"{ONE}.ipynb", "ana", None, None)
+    assert rows == [grader.row("ana", "b.ipynb", (
+        f"a second copy of {ONE}.ipynb, not graded: a.ipynb was graded "
+        "(3 answered cells against 3)")), {"graded": f"{ONE}.ipynb (file: a.ipynb)"}]
+
+
 def test_another_chapter_is_graded_as_that_chapter_and_a_stranger_is_not(graded):
     rows = rows_of(graded, "ivy")
     chapter_two = [r for r in rows if r["notebook"].startswith(TWO)]

@@ -297,6 +297,28 @@ def test_a_verdict_is_the_holm_adjusted_one_of_its_family():
     assert family["comparisons"]["a", "b"]["family"] == 20
     with pytest.raises(ValueError, match="at least one"):
         ch.holm_family({}, "the drop")
+    with pytest.raises(ValueError, match="in both orders"):
+        ch.holm_family({("a", "b"): clear, ("b", "a"): clear}, "the drop")
+    assert ch.once([("a", "b"), ("c", "b"), ("b", "a"), ("a", "b")]) == [("a", "b"), ("c", "b")]
+
+
+def test_the_power_rule_and_the_recommendation():
+    from scipy import stats
+    # 1.96 + 0.84 standard errors, with t's quantiles at 39 degrees of freedom
+    assert ch.detectable(1.0, 40, 1) == pytest.approx(
+        (stats.t.ppf(0.975, 39) + stats.t.ppf(0.8, 39)) / 40 ** 0.5)
+    assert ch.detectable(1.0, 40, 25) > ch.detectable(1.0, 40, 1)   # Holm's strictest level
+    n = ch.seeds_needed(1.0, 0.5, 25)
+    assert ch.detectable(1.0, n, 25) <= 0.5 < ch.detectable(1.0, n - 1, 25)
+    down, up, same = ([0.0, 0.1, 0.2], [1.0, 1.2, 1.1]), ([2.0, 2.1, 2.3], [1.0, 1.2, 1.1]), (
+        [1.0, 2.0, 3.0], [1.5, 1.5, 3.5])
+    family = ch.holm_family({("a", "T"): ch.paired(*down), ("b", "T"): ch.paired(*same),
+                             ("dense", "T"): ch.paired(*up)}, "x")
+    assert ch.recommendation(family, "lower", ["a", "b"], "T") == (
+        "On x: 1 of 2 methods are better than T by a verdict (a): choose among them, which "
+        "the family does not rank; worse than T: 0.")
+    assert ch.recommendation(family, "higher", ["a", "b"], "T") == (
+        "On x: T, or one of the 1 methods indistinguishable from it (b); worse than T: 1.")
 
 
 def test_say_renders_a_declared_comparison_and_nothing_else():
@@ -304,12 +326,16 @@ def test_say_renders_a_declared_comparison_and_nothing_else():
         {("a", "b"): ch.paired([0.0, 0.1, 0.2], [1.0, 1.2, 1.1]),
          ("c", "b"): ch.paired([1.0, 2.0, 3.0], [1.5, 1.5, 3.5])}, "the drop", " points")}
     assert ch.say(families, "a", "b", "drop") == (
-        "On the drop, a is lower than b (a minus b: -1.00 points [-1.25, -0.75], "
-        "Holm-adjusted p = 0.007 in a family of 2, 3 seeds).")
+        "On the drop, a is lower than b (a minus b: -1.00 points [-1.25, -0.75] unadjusted "
+        "95%, Holm-adjusted p = 0.007 in a family of 2, 3 seeds).")
+    assert ch.say(families, "b", "a", "drop") == (   # the same comparison, read backwards
+        "On the drop, b is higher than a (b minus a: +1.00 points [+0.75, +1.25] unadjusted "
+        "95%, Holm-adjusted p = 0.007 in a family of 2, 3 seeds).")
+    assert ch.comparison(families["drop"], "b", "a")["lower"] == 0
     assert ch.say(families, "c", "b", "drop").startswith(
         "On the drop, c and b are indistinguishable at 3 seeds (c minus b: -0.17 points")
     with pytest.raises(ValueError, match="not in the declared family"):
-        ch.say(families, "b", "a", "drop")
+        ch.say(families, "a", "c", "drop")
     with pytest.raises(ValueError, match="no declared family"):
         ch.say(families, "a", "b", "final")
 

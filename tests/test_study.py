@@ -140,6 +140,11 @@ def test_a_docstring_or_comment_leaves_the_key_a_code_change_changes_it(stem, mo
     assert key_after(replace("in place and atomically", "in place and at once")) == base
     assert key_after(replace(signature, signature + "    # a comment\n")) == base
     assert key_after(replace(signature, signature + "    keep = list(keep)\n")) != base
+    # a definition no run reaches (a statistic for the tables) leaves it;
+    # a statement outside any definition changes it
+    unused = "\n\n\ndef statistic_for_a_table(values):\n    return sum(values)\n"
+    assert key_after(lambda cell: setattr(cell, "source", cell.source + unused)) == base
+    assert key_after(lambda cell: setattr(cell, "source", cell.source + "\nLIMIT = 3\n")) != base
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)

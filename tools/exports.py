@@ -34,11 +34,12 @@ def export_cells(notebook_name, text=None):
     return cells
 
 
-def load_exports(notebook_name):
-    """Run the `export` cells of a notebook in a new module and return it."""
+def load_exports(notebook_name, text=None):
+    """Run the `export` cells of a notebook in a new module and return it
+    (of the notebook `text`, one version of that file, if given)."""
     module = types.ModuleType(notebook_name.removesuffix(".ipynb"))
     module.__file__ = str(BOOK / notebook_name)
-    for index, source in export_cells(notebook_name):
+    for index, source in export_cells(notebook_name, text):
         code = compile(source, f"{notebook_name}[cell {index}]", "exec")
         exec(code, module.__dict__)
     return module

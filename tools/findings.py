@@ -12,7 +12,9 @@ Holm-adjusted p within its family and the seed count.
 
 `generated()` returns {path: text}; `make generate` writes them.
 """
-from tools.book import GENERATED, ROOT
+import nbformat
+
+from tools.book import BOOK, GENERATED, ROOT
 from tools.exports import load_exports
 from tools.study import study_data
 
@@ -50,9 +52,11 @@ PAGES = {
 }
 
 
-def verdicts(stem):
-    """(the chapter's exports, its study_verdicts of the stored study)."""
-    chapter = load_exports(f"{stem}.ipynb")
+def verdicts(stem, chapters=None):
+    """(the chapter's exports, its study_verdicts of the stored study), from
+    `chapters` ({path: notebook} about to be written) if given, else the disk."""
+    notebook = (chapters or {}).get(BOOK / f"{stem}.ipynb")
+    chapter = load_exports(f"{stem}.ipynb", notebook and nbformat.writes(notebook))
     runs, _ = study_data(stem)
     return chapter, chapter.study_verdicts(runs, chapter.STUDY_PLAN["data"]())
 
@@ -70,12 +74,12 @@ def page_text(stem, rows, found=None):
     return "".join(lines)
 
 
-def generated():
-    """{path: text} of the files this module writes."""
+def generated(chapters=None):
+    """{path: text} of the files this module writes (from `chapters`, as in verdicts)."""
     cache, files = {}, {}
     for name, (stem, rows) in PAGES.items():
         if stem not in cache:
-            cache[stem] = verdicts(stem)
+            cache[stem] = verdicts(stem, chapters)
         files[GENERATED / name] = page_text(stem, rows, cache[stem])
     return files
 

@@ -16,9 +16,9 @@ export cells, with one thread, deterministic algorithms and PyTorch's CPU
 kernels held at AVX2 (the level of the stored outputs; `make study` sets
 it). Results go to book/_data/study/<chapter>.json, written after each
 seed: a stopped run resumes, and a rerun runs only the seeds whose key (the
-chapter's export code without its comments and docstrings, the pins of
-STUDY_PACKAGES, the configuration, the seed, the torch and the kernel level)
-changed. `make generate` then writes the stored study into the chapter (cells
+export code a seed's run can reach, without its comments and docstrings;
+the pins of STUDY_PACKAGES, the configuration, the seed, the torch and the
+kernel level) changed: a statistic added for the tables stales no seed. `make generate` then writes the stored study into the chapter (cells
 marked `"study": "<chapter>"`) as data, one line of numbers per seed (as
 study_seed rounded them), which the chapter reads into `STUDY` and draws
 its tables from; the chapter re-runs one seed live and holds it to the
@@ -26,6 +26,7 @@ stored one within the spread of the stored seeds (bit for bit only on the
 machine that made the study).
 """
 import argparse
+import ast
 import concurrent.futures
 import hashlib
 import json
@@ -100,13 +101,39 @@ def study_pins(pinned=None):
     return {name: pinned[name] for name in STUDY_PACKAGES if name in pinned}
 
 
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def run_code(stem, text=None):
+    """The export statements a seed's run can reach (of the notebook `text`,
+    if given): every one but a definition, and the definitions that study_seed
+    and those statements name, and that they name in turn."""
+    parsed = []
+    for _, source in export_cells(f"{stem}.ipynb", text):
+        for statement in statements(source):
+            try:
+                parsed.append((statement, ast.parse(statement).body[0]))
+            except (SyntaxError, IndexError):   # kept as text (tools.codekey)
+                parsed.append((statement, None))
+    named = {node.name: node for _, node in parsed if isinstance(node, DEFINITIONS)}
+    todo = {"study_seed"}.union(*[{n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                                  for _, node in parsed if not isinstance(node, DEFINITIONS)])
+    reached = set()
+    while todo:
+        name = todo.pop()
+        if name in named and name not in reached:
+            reached.add(name)
+            todo |= {n.id for n in ast.walk(named[name]) if isinstance(n, ast.Name)}
+    return [statement for statement, node in parsed
+            if not isinstance(node, DEFINITIONS) or node.name in reached]
+
+
 def key(stem, variant, config, seed, torch_version):
-    """What one stored seed was run on: the export code statement by
-    statement, however it is cut into cells, without comments and
-    docstrings (tools.codekey); the pins, the configuration, the seed,
-    torch, kernels."""
-    code = "\n\0\n".join(statement for _, source in export_cells(f"{stem}.ipynb")
-                          for statement in statements(source))
+    """What one stored seed was run on: the export code its run can reach
+    (run_code), statement by statement, however it is cut into cells,
+    without comments and docstrings (tools.codekey); the pins, the
+    configuration, the seed, torch, kernels."""
+    code = "\n\0\n".join(run_code(stem))
     text = json.dumps([code, sorted(study_pins().items()), variant, config, seed,
                        torch_version, KERNELS, CPU_KERNELS], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: help setup book book-strict test test-only lint generate generate-check \
+.PHONY: help setup book book-strict test test-only lint generate generate-check versions-check \
         execute dot bench versions clean student lint-workflows publish-dry-run \
         study study-check ci ci-checks floor clean-floor pdf notebooks-zip
 
@@ -172,6 +172,9 @@ bench: setup ## inference speed of dense vs pruned models; the statistics' overh
 versions: setup ## every chapter alone on each supported torch release (long)
 	nice -n 10 $(PY) -m tools.versions
 	nice -n 10 $(PY) -m tools.wheel_facts
+
+versions-check: setup ## fail while a stored versions result is stale (run on older code or pins)
+	$(PY) -m tools.versions --check
 
 # The student edition is generated with everything else.
 student: generate ## the student edition (written by `make generate`)

@@ -42,13 +42,16 @@ def test_table_marks_stale_keys_and_numbers_the_notes():
     text = table_text(small_results(), ["2.5.1", "2.13.0"], {"01_one": "k1", "02_two": "k2"})
     rows = text.split("\n\n")[0].splitlines()
     assert rows[0] == "| torch | 01 | 02 |"
-    assert rows[2] == "| 2.5.1 | **fail** [1], 1 s | pass, 8 s * |"
+    assert rows[2] == "| 2.5.1 | **fail** [1], 1 s | pass, 8 s, stale |"
     assert rows[3] == "| 2.13.0 | pass [2], 4 s | pass, 4 s |"
     assert ("1. torch 2.5.1, 01_one: cell 3: `RuntimeError: Function TBackward0 returned "
             "an invalid gradient` at `loss.backward()`") in text
     assert ("2. torch 2.13.0, 01_one: passes, but prints on stderr in cell 2: "
             "`UserWarning: deprecated`") in text
-    assert "\\* run on an earlier version" in text
+    assert "**3 of 4 results are current**" in text and "The 1 marked *stale*" in text
+    fresh = table_text({"2.13.0": small_results()["2.13.0"]}, ["2.13.0"],
+                       {"01_one": "k1", "02_two": "k2"})
+    assert "**2 of 2 results are current**" in fresh and "stale" not in fresh
     assert ("| 2.13.0+cpu | CPU | `ViewBackward0 -> AddmmBackward0` | yes | yes | "
             "not probed | no raise site |") in text
 

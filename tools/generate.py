@@ -25,13 +25,13 @@ import sys
 
 import nbformat
 
-from tools import copies, links, plan, student, study, versions
+from tools import copies, links, plan, student, study
 from tools.book import BOOK, GENERATED, ROOT, render, toc_notebooks
 
 # Modules with a `generated()` that returns {path: text}: tables and the
 # run sheets under book/_generated, and the triage page's rules (book/_static/triage_rules.js).
 GENERATORS = ["tools.plan", "tools.runsheet", "tools.citation", "tools.triage", "tools.findings",
-              "tools.wheel_facts"]
+              "tools.wheel_facts", "tools.versions"]
 
 
 def read_chapters():
@@ -63,9 +63,8 @@ def wanted_files(chapters=None, generated=None):
 
 def stray_files(wanted):
     """Files in a generated-only folder (book/student/, book/_generated/)
-    that nothing generates any more. The versions matrix's table is written
-    by `make versions` (tools.versions), from what it measured."""
-    written = set(wanted) | {versions.TABLE}
+    that nothing generates any more."""
+    written = set(wanted)
     return sorted(path for folder in (BOOK / "student", GENERATED)
                   for path in folder.rglob("*") if path.is_file() and path not in written)
 

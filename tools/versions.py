@@ -4,7 +4,7 @@
     python -m tools.versions --versions "2.5.1 2.9.1"
     python -m tools.versions --versions 2.5.1 --results /tmp/r.json --strict
     python -m tools.versions --versions 2.5.1 --prepare   # only build the venv
-    python -m tools.versions --table-only         # the table from the results
+    python -m tools.versions --check              # fail while a stored result is stale
 
 One venv (outside the repository, under --venv-root) holds one release at a
 time: that torch from PyPI (a CUDA build, run on the CPU, as a reader would
@@ -60,11 +60,12 @@ FREE_GB_NEEDED = 15   # a CUDA build of torch with its nvidia-* wheels: ~7 GB
 
 # The cache key -------------------------------------------------------------
 
-def code_sources(path):
-    """The sources of the notebook's code cells, without `# @title` lines."""
+def code_sources(path, notebook=None):
+    """The sources of the notebook's code cells (of `notebook`, its cells as
+    about to be written, if given), without `# @title` lines."""
     for _ in range(10):  # someone may be writing the notebook right now
         try:
-            cells = json.loads(Path(path).read_text())["cells"]
+            cells = (notebook or json.loads(Path(path).read_text()))["cells"]
             break
         except (json.JSONDecodeError, KeyError):
             time.sleep(2)
@@ -88,10 +89,10 @@ def venv_pins(pinned=None):
     return {name: pinned[name] for name in CHAPTER_PACKAGES if name in pinned}
 
 
-def notebook_key(path, installed_pins):
+def notebook_key(path, installed_pins, notebook=None):
     """Hash of the notebook's code, cell by cell, without comments and
     docstrings (tools.codekey), and of the pins installed beside torch."""
-    code = "\n\0\n".join(normalized(source) for source in code_sources(path))
+    code = "\n\0\n".join(normalized(source) for source in code_sources(path, notebook))
     pins_text = "\n".join(f"{name}=={version}"
                           for name, version in sorted(installed_pins.items()))
     text = code + "\n\0pins\0\n" + pins_text
@@ -236,10 +237,10 @@ def note_text(result):
 
 
 def matrix_rows(data, shown, keys):
-    """(table lines, notes, whether a result is stale)."""
+    """(table lines, notes, how many results are stale)."""
     lines = ["| torch | " + " | ".join(stem.split("_")[0] for stem in keys) + " |",
              "| --- |" + " --- |" * len(keys)]
-    notes, stale = [], False
+    notes, stale = [], 0
     for release in shown:
         cells = []
         for stem, key in keys.items():
@@ -253,8 +254,8 @@ def matrix_rows(data, shown, keys):
                 text += f" [{len(notes)}]"
             text += f", {result['seconds']:.0f} s"
             if result.get("key") != key:
-                text += " *"
-                stale = True
+                text += ", stale"
+                stale += 1
             cells.append(text)
         lines.append(f"| {release} | " + " | ".join(cells) + " |")
     return lines, notes, stale
@@ -285,10 +286,12 @@ def footer(data, shown, stale):
     dates = sorted({r["date"] for release in shown
                     for r in data[release].get("chapters", {}).values()})
     pythons = sorted({data[r]["probe"]["python"] for r in shown if data[r].get("probe")})
-    lines = [""]
-    if stale:
-        lines += ["\\* run on an earlier version of the chapter's code or of the "
-                  "book's pins (it has changed since; `make versions` runs it again).", ""]
+    results = sum(len(data[release].get("chapters", {})) for release in shown)
+    lines = ["", f"**{results - stale} of {results} results are current**: run on the "
+             "chapter's code and the book's pins as they are today."
+             + (f" The {stale} marked *stale* were run on an earlier version of the "
+                "chapter's code or of the pins; `make versions` runs them again, and "
+                "`make versions-check` fails while any is left." if stale else ""), ""]
     lines.append(
         "Each cell: the chapter, copied alone into an empty folder, run top to "
         "bottom by nbclient in a fresh kernel of a venv with that torch (from PyPI, "
@@ -349,10 +352,30 @@ def table_text(data, releases, keys):
 
 
 def write_table(data, path, releases):
-    installed_pins = venv_pins()
-    keys = {nb.stem: notebook_key(nb, installed_pins) for nb in toc_notebooks()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(table_text(data, releases, keys))
+    path.write_text(table_text(data, releases, today_keys()))
+
+
+def today_keys(chapters=None):
+    """{stem: its key today} of each chapter (from `chapters`, {path: notebook}
+    about to be written, if given)."""
+    installed_pins = venv_pins()
+    return {nb.stem: notebook_key(nb, installed_pins, (chapters or {}).get(nb))
+            for nb in toc_notebooks()}
+
+
+def generated(chapters=None):
+    """{the matrix's table: its text}, from the stored results and the
+    chapters' code as `make generate` writes it: a result run on other code
+    is marked stale as soon as the code changes."""
+    return {TABLE: table_text(load(RESULTS), torch_releases(), today_keys(chapters))}
+
+
+def stale_results(data, releases):
+    """['release stem'] of each stored result whose key is not today's."""
+    keys = today_keys()
+    return [f"{release} {stem}" for release in releases for stem, key in keys.items()
+            if data.get(release, {}).get("chapters", {}).get(stem, {}).get("key") != key]
 
 
 # The run -------------------------------------------------------------------
@@ -384,8 +407,9 @@ def build_parser():
     parser.add_argument("--prepare", action="store_true",
                         help="build or refresh the venv of the one release given, keep "
                              "it, and exit without running anything")
-    parser.add_argument("--table-only", action="store_true",
-                        help="write the table from the results and exit without running")
+    parser.add_argument("--check", action="store_true",
+                        help="run nothing; exit 1, naming them, while a stored result "
+                             "of --versions is stale (run on other code or pins)")
     return parser
 
 
@@ -397,8 +421,6 @@ def parse_args(argv=None):
         parser.error("--prepare builds the venv of one release: give one with --versions")
     if args.table is None and args.results == RESULTS:
         args.table = TABLE
-    if args.table_only and args.table is None:
-        parser.error("--table-only writes the table: give it with --table")
     return args
 
 
@@ -482,9 +504,11 @@ def main(argv=None):
         ready_venv(args.versions[0], args)
         return 0
     data = load(args.results)
-    if args.table_only:
-        write_table(data, args.table, args.versions)
-        return 0
+    if args.check:
+        stale = stale_results(data, args.versions)
+        print("stale (run `make versions`): " + ", ".join(stale) if stale
+              else "every stored result is current")
+        return 1 if stale else 0
     started = time.monotonic()
     run_all(args, data)
     save(data, args.results)

@@ -364,6 +364,18 @@ def overview(chapters, placed):
     return "\n".join(lines) + "\n"
 
 
+def at_a_glance(taught):
+    """Each lesson: its chapters, minutes planned in class, buffer, homework."""
+    lines = ["| Lesson | Chapters | Planned in class | Buffer | Core sections at home |",
+             "| --- | --- | --- | --- | --- |"]
+    for lesson in taught:
+        minutes = {(c.number, t): m for c in lesson.chapters for t, m in c.core}
+        lines.append(f"| {lesson.number} | {', '.join(str(c.number) for c in lesson.chapters)} "
+                     f"| {lesson.planned} of {lesson.minutes} min | {lesson.minutes - lesson.planned} min "
+                     f"| {sum(minutes[s] for s in lesson.homework)} min |")
+    return "\n".join(lines) + "\n"
+
+
 def run_times(matrix, chapters):
     """Each chapter's fastest to slowest passing run over the matrix's releases."""
     releases = sorted(matrix, key=version_tuple)
@@ -404,6 +416,7 @@ def generated(plan=None, matrix=None, chapters=None):
     placed = {chapter.number: lesson.number for lesson in taught
               for chapter in lesson.chapters}
     files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, placed)
+    files[GENERATED / "lessons_at_a_glance.md"] = from_plan + at_a_glance(taught)
     files[GENERATED / "run_times.md"] = (
         NOTE.format(source="book/_data/versions_matrix.json")
         + run_times(matrix, chapters))

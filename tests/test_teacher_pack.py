@@ -274,10 +274,9 @@ def test_slides_load_nothing_remote(pack):
             assert not re.search(r"url\(\s*['\"]?(?:https?:)?//", text), name
 
 
-CUT = """() => Reveal.getSlides().flatMap(slide => {
-    const at = Reveal.getIndices(slide); Reveal.slide(at.h, at.v);
-    return [...slide.querySelectorAll("pre")].filter(pre => pre.scrollWidth > pre.clientWidth + 1)
-        .map(pre => pre.textContent.slice(0, 60)); })"""
+CUT = """() => Reveal.getSlides().flatMap(slide => { const at = Reveal.getIndices(slide);
+    Reveal.slide(at.h, at.v); return [...slide.querySelectorAll("pre")].filter(
+    pre => pre.scrollWidth > pre.clientWidth + 1).map(pre => pre.textContent.slice(0, 60)); })"""
 
 
 @pytest.mark.parametrize("lesson", [1, 2, 3])
@@ -300,7 +299,7 @@ def test_slides_run_offline_at_most_40_with_code_that_fits(pack, browser, lesson
     page.close()
     assert 10 < slides <= 40, slides
     assert cut == [] and unwrapped != []
-    assert maths > 0 or lesson != 2, "formulas are MathML"
+    assert maths > 10 or lesson != 2, "formulas are MathML"
     assert [url for url in requested if not url.startswith("file:")] == []
 
 
@@ -338,9 +337,8 @@ def assessment_questions():
 
 
 def class_items():
-    """{name: text} of what students meet in class: each lesson's
-    worksheets and exit ticket (tests/test_teaching_plan.py), every
-    discussion question, the before-class self-check."""
+    """{name: text} of what students meet in class: each lesson's items
+    (test_teaching_plan.py), every discussion question, the self-check."""
     items = {name: text for _, name, text in lesson_items()}
     teaching = (BOOK / "teaching_notes.md").read_text()
     discussion = teaching.split("## Discussion questions", 1)[1].split(":::{dropdown}")[0]

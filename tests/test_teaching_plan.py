@@ -274,8 +274,7 @@ def untaught(number, text):
     texts = {p.stem: section_texts(p) for p in toc_notebooks()}
     taught = "".join(texts[chapter.stem][title] for lesson in lessons(read_plan(), read_chapters())
                      if lesson.number <= number for chapter, title, _ in lesson.taught())
-    text = re.sub(r"^```.*$|\{\w+\}`[^`]*`", "", text, flags=re.M)   # fences, roles
-    names = re.findall(r"`([^`]+)`", text)
+    names = re.findall(r"`([^`]+)`", re.sub(r"^```.*$|\{\w+\}`[^`]*`", "", text, flags=re.M))
     return sorted({name for name in names
                    if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", taught)})
 
@@ -285,9 +284,8 @@ def lesson_items():
     answers), each worksheet, each discussion question a lesson holds."""
     items = [(n, f"exit ticket {n}", "\n".join(t["questions"]) + t["answers"])
              for n, t in enumerate(yaml.safe_load(NOTES.read_text())["exit_tickets"], 1)]
-    for page in BOOK.glob("worksheet_*.md"):
-        text = page.read_text()
-        items.append((int(re.search(r"^\*Lesson (\d)", text, re.M)[1]), page.stem, text))
+    items += [(int(re.search(r"^\*Lesson (\d)", text := page.read_text(), re.M)[1]), page.stem,
+               text) for page in BOOK.glob("worksheet_*.md")]
     notes = (BOOK / "teaching_notes.md").read_text().split("## Discussion questions", 1)[1]
     found = defaultdict(str)        # each question, and its model answer
     for number, text in re.findall(r"^(\d)\. (.*?)(?=^\d\. |^:::|\Z)", notes, re.M | re.S):
@@ -307,7 +305,7 @@ def test_exit_tickets_worksheets_and_discussion_ask_only_what_was_taught():
 
 
 def test_the_check_finds_a_name_from_an_optional_section_or_a_later_lesson():
-    printed = "`new Parameter's grad: None`"       # chapter 3, an optional section
-    assert untaught(3, printed) == ["new Parameter's grad: None"]
+    assert untaught(3, "`new Parameter's grad: None`") == [      # chapter 3, optional
+        "new Parameter's grad: None"]
     assert untaught(1, "Adam's `exp_avg`") == ["exp_avg"]       # lesson 2's
     assert untaught(2, "Adam's `exp_avg`") == []

@@ -12,10 +12,10 @@
 
 The minutes are estimated, not guessed: `estimate(cells)` reads a section's
 own cells (its words, the code a reader sees, its outputs, its figures, its
-predictions and exercises) at the class's rates (book/_data/lessons.yml), and `make generate` writes
-each estimate into the chapter's `## ... (core, N min)` heading and the sum
-into its objectives' "Time: about N minutes" (`with_estimated_minutes`), so
-the chapters, the timetables and the student edition state one number.
+predictions and exercises) at a class's rates (book/_data/lessons.yml, RATES),
+and `make generate` writes each estimate into the chapter's `## ... (core, N
+min)` heading and the sum into its objectives' "Time: about N minutes"
+(`with_estimated_minutes`), so the chapters, the timetables and the student edition state one number.
 
 `generated()` returns {path: text} for files under book/_generated/, which
 the teacher's guide and the before-class page include. Run as a program it
@@ -26,6 +26,7 @@ import copy
 import json
 import math
 import re
+from collections import namedtuple
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,21 +45,11 @@ EXPLANATION = re.compile(r"<details>.*?</details>", re.S)
 IMAGES = ("image/png", "image/svg+xml", "image/jpeg")
 
 
-@dataclass(frozen=True)
-class Rates:
-    """What a section costs a class, per thing it holds: book/_data/lessons.yml's
-    `rates`, which gives the source of each. The explanations folded in
-    `<details>` are read after the lesson."""
-    words_per_minute: float
-    code_words_per_minute: float
-    minutes_per_code_cell: float
-    output_lines_per_minute: float
-    minutes_per_figure: float
-    minutes_per_prediction: float
-    minutes_per_exercise: float
-    minutes_per_discussion_question: float
-
-
+# What a section costs a class, per thing it holds: book/_data/lessons.yml's
+# `rates`, with the source of each. The `<details>` explanations are homework.
+Rates = namedtuple("Rates", "words_per_minute code_words_per_minute minutes_per_code_cell "
+                   "output_lines_per_minute minutes_per_figure minutes_per_prediction "
+                   "minutes_per_exercise minutes_per_discussion_question")
 RATES = Rates(**yaml.safe_load(PLAN.read_text())["rates"])
 
 
@@ -218,10 +209,7 @@ class Lesson:
     exit_ticket: int    # minutes for the exit ticket, at the end (0: none)
     if_short: list      # [(chapter number, section title)] to drop first, in order
     discussion: list    # the numbers of the discussion questions held in class
-
-    @property
-    def discussing(self):
-        return math.ceil(len(self.discussion) * RATES.minutes_per_discussion_question)
+    discussing: int     # minutes for them
 
     def taught(self):
         """[(Chapter, title, minutes)] of the core sections taught in class."""
@@ -289,7 +277,9 @@ def lessons(plan, chapters):
                                      chapters, numbers),
                         int(entry.get("exit_ticket", 0)),
                         section_list(where, number, "if_short", entry.get("if_short"),
-                                     chapters, numbers), list(entry.get("discussion") or []))
+                                     chapters, numbers), list(entry.get("discussion") or []),
+                        math.ceil(len(entry.get("discussion") or [])
+                                  * RATES.minutes_per_discussion_question))
         moved = [s for s in lesson.if_short if s in lesson.homework]
         if moved:
             raise PlanError(f"{where}: lesson {number}: {moved} is homework already")
@@ -352,27 +342,19 @@ def timetable(lesson):
     return "\n".join(lines) + "\n"
 
 
-def overview(chapters, placed):
-    """Every chapter: its lesson (or homework), core minutes, optional sections."""
+def overview(chapters, taught):
+    """Every chapter: its lesson (planned and lasting minutes) or "after the
+    lessons", its core minutes and how many are in class, its optional sections."""
     lines = ["| Chapter | Taught in | Core sections | Optional sections |",
              "| --- | --- | --- | --- |"]
     for number, chapter in sorted(chapters.items()):
-        lesson = f"lesson {placed[number]}" if number in placed else "after the lessons"
+        lesson = next((x for x in taught if chapter in x.chapters), None)
+        when = (f"lesson {lesson.number} ({lesson.planned} of {lesson.minutes} min planned)"
+                if lesson else "after the lessons")
+        in_class = sum(m for c, _, m in lesson.taught() if c is chapter) if lesson else 0
         optional = "; ".join(f"*{title}*" for title in chapter.optional) or "none"
-        lines.append(f"| {number}. {{doc}}`{chapter.stem}` | {lesson} "
-                     f"| {chapter.minutes} min | {optional} |")
-    return "\n".join(lines) + "\n"
-
-
-def at_a_glance(taught):
-    """Each lesson: its chapters, minutes planned in class, buffer, homework."""
-    lines = ["| Lesson | Chapters | Planned in class | Buffer | Core sections at home |",
-             "| --- | --- | --- | --- | --- |"]
-    for lesson in taught:
-        minutes = {(c.number, t): m for c in lesson.chapters for t, m in c.core}
-        lines.append(f"| {lesson.number} | {', '.join(str(c.number) for c in lesson.chapters)} "
-                     f"| {lesson.planned} of {lesson.minutes} min | {lesson.minutes - lesson.planned} min "
-                     f"| {sum(minutes[s] for s in lesson.homework)} min |")
+        lines.append(f"| {number}. {{doc}}`{chapter.stem}` | {when} "
+                     f"| {chapter.minutes} min, {in_class} in class | {optional} |")
     return "\n".join(lines) + "\n"
 
 
@@ -413,10 +395,7 @@ def generated(plan=None, matrix=None, chapters=None):
     files = {}
     for lesson in taught:
         files[GENERATED / f"lesson_{lesson.number}.md"] = from_plan + timetable(lesson)
-    placed = {chapter.number: lesson.number for lesson in taught
-              for chapter in lesson.chapters}
-    files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, placed)
-    files[GENERATED / "lessons_at_a_glance.md"] = from_plan + at_a_glance(taught)
+    files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, taught)
     files[GENERATED / "run_times.md"] = (
         NOTE.format(source="book/_data/versions_matrix.json")
         + run_times(matrix, chapters))

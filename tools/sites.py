@@ -237,13 +237,11 @@ def markdown_cell(source, slide_type):
 
 
 def slide_notebook(notebook, convert, taught):
-    """A copy of a chapter's title and of its `## ` sections titled in
-    `taught`, marked for reveal.js: each `#`/`##` heading starts a slide and
-    each `###` a sub-slide; short prose is a fragment, long prose goes to the
-    speaker notes; each code cell a reader sees is a sub-slide with its
-    outputs; folded helper cells, copies of another chapter's, the setup
-    cells (run as the lesson starts) and the `<details>` explanations are
-    left out; formulas are MathML (drawn by the browser, offline)."""
+    """A chapter's title and its sections titled in `taught`, for reveal.js:
+    a slide per `#`/`##` heading, a sub-slide per `###` and per code cell a
+    reader sees, with its outputs (not folded, copied or setup cells, nor
+    `<details>`); short prose a fragment, long prose speaker notes; formulas
+    MathML (drawn by the browser, offline)."""
     notebook = copy.deepcopy(notebook)
     cells, section = [], None
     for cell in notebook.cells:
@@ -276,8 +274,7 @@ def slide_notebook(notebook, convert, taught):
 
 
 def write_slides(folder):
-    """Each lesson's slides in `folder`, of the sections it teaches, with
-    reveal.js beside them."""
+    """Each lesson's slides, of the sections it teaches, in `folder` by reveal.js."""
     if not (REVEAL / "dist" / "reveal.js").is_file():
         raise SiteError(f"{REVEAL.relative_to(ROOT)} is missing: run `npm ci` "
                         "(package.json pins reveal.js)")

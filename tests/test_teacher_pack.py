@@ -291,8 +291,8 @@ def test_slides_run_offline_at_most_40_with_code_that_fits(pack, browser, lesson
                                           "file:") else route.continue_()))
     page.goto((sites.PACK / "slides" / f"lesson_{lesson}.slides.html").as_uri())
     page.wait_for_function("() => window.Reveal && Reveal.isReady()")
-    slides = page.evaluate("() => Reveal.getTotalSlides()")
-    maths = page.evaluate("() => document.querySelectorAll('math').length")
+    slides, maths = page.evaluate("() => [Reveal.getTotalSlides(), "
+                                  "document.querySelectorAll('math').length]")
     cut = page.evaluate(CUT)
     page.add_style_tag(content=".reveal pre { white-space: pre !important; }")
     unwrapped = page.evaluate(CUT)

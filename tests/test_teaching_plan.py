@@ -4,7 +4,6 @@ before-class page."""
 import copy
 import math
 import re
-from collections import defaultdict
 
 import nbformat
 import pytest
@@ -41,8 +40,7 @@ def test_three_lessons_each_leave_at_least_ten_minutes():
     80 of its 90 minutes by the estimate at a class's rates (Colab's start,
     the discussion and the exit ticket included); what does not fit is
     homework."""
-    assert RATES.words_per_minute <= 150, "read aloud to a class"
-    assert 2 <= RATES.minutes_per_prediction <= 3
+    assert RATES.words_per_minute <= 150 and 2 <= RATES.minutes_per_prediction <= 3
     taught = lessons(read_plan(), read_chapters())
     assert 10 <= taught[0].start <= 15, "a first Colab session"
     assert [[c.number for c in lesson.chapters] for lesson in taught] == [
@@ -287,10 +285,9 @@ def lesson_items():
     items += [(int(re.search(r"^\*Lesson (\d)", text := page.read_text(), re.M)[1]), page.stem,
                text) for page in BOOK.glob("worksheet_*.md")]
     notes = (BOOK / "teaching_notes.md").read_text().split("## Discussion questions", 1)[1]
-    found = defaultdict(str)        # each question, and its model answer
-    for number, text in re.findall(r"^(\d)\. (.*?)(?=^\d\. |^:::|\Z)", notes, re.M | re.S):
-        found[int(number)] += text
-    items += [(lesson.number, f"discussion question {q}", found[q])
+    questions, answers = (dict(re.findall(r"^(\d)\. (.*?)(?=^\d\. |^:::|\Z)", part, re.M | re.S))
+                          for part in notes.split(":::{dropdown}")[:2])
+    items += [(lesson.number, f"discussion question {q}", questions[str(q)] + answers[str(q)])
               for lesson in lessons(read_plan(), read_chapters()) for q in lesson.discussion]
     return items
 
@@ -302,9 +299,7 @@ def test_exit_tickets_worksheets_and_discussion_ask_only_what_was_taught():
     assert len(items) >= 3 + 3 + 2, items
     for number, name, text in items:
         assert untaught(number, text) == [], (number, name)
-
-
-def test_the_check_finds_a_name_from_an_optional_section_or_a_later_lesson():
+    # and the check finds a name from an optional section, or a later lesson
     assert untaught(3, "`new Parameter's grad: None`") == [      # chapter 3, optional
         "new Parameter's grad: None"]
     assert untaught(1, "Adam's `exp_avg`") == ["exp_avg"]       # lesson 2's

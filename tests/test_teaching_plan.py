@@ -7,19 +7,16 @@ import re
 
 import nbformat
 import pytest
+import yaml
 
 from tools.book import BOOK, toc_notebooks
-from tools.plan import (PlanError, Rates, estimate, generated, lessons, read_chapters,
-                        read_plan, run_times, with_estimated_minutes)
+from tools.plan import (RATES, PlanError, Rates, estimate, generated, lessons,
+                        read_chapters, read_plan, run_times, with_estimated_minutes)
+from tools.runsheet import NOTES
 
 GUIDE = (BOOK / "teachers_guide.md").read_text()
 BEFORE = (BOOK / "before_class.md").read_text()
 INCLUDE = re.compile(r"^```\{include\} (\S+)\s*$", re.M)
-
-
-def core_minutes(lesson):
-    chapters = read_chapters()
-    return sum(chapters[c].minutes for c in lesson["chapters"])
 
 
 def test_committed_generated_files_are_what_the_plan_writes():
@@ -40,16 +37,19 @@ def test_every_chapter_marks_its_sections_and_states_their_sum():
 
 def test_three_lessons_each_leave_at_least_ten_minutes():
     """Chapters 1-5 in two lessons, 6 and 7 in a third; each plans at most
-    80 of its 90 minutes by the estimate (Colab's start and the exit ticket
-    included); what does not fit is homework."""
+    80 of its 90 minutes by the estimate at a class's rates (Colab's start,
+    the discussion and the exit ticket included); what does not fit is
+    homework."""
+    assert RATES.words_per_minute <= 150 and 2 <= RATES.minutes_per_prediction <= 3
     taught = lessons(read_plan(), read_chapters())
+    assert 10 <= taught[0].start <= 15, "a first Colab session"
     assert [[c.number for c in lesson.chapters] for lesson in taught] == [
         [1, 2, 3], [4, 5], [6, 7]]
     for lesson in taught:
         assert lesson.minutes == 90
         assert lesson.planned <= 80, (lesson.number, lesson.planned)
         assert lesson.planned == lesson.start + lesson.exit_ticket + sum(
-            minutes for _, _, minutes in lesson.taught())
+            minutes for _, _, minutes in lesson.taught()) + lesson.discussing
         assert lesson.if_short, "say what moves when time runs short"
         assert lesson.exit_ticket > 0
 
@@ -96,7 +96,7 @@ def notebook_of(*cells):
 
 def test_estimate_reads_words_code_outputs_predictions_and_exercises():
     """Each thing a section holds costs its rate, and nothing else does."""
-    rates = Rates()
+    rates = Rates(200, 100, 0.25, 30, 0.5, 1, 8, 5)
     words = " ".join(["word"] * 400)                         # 2 min of prose
     code = " ".join(["x"] * 100)                             # 1 min of code
     stream = nbformat.v4.new_output("stream", text="line\n" * 30)   # 1 min
@@ -118,7 +118,7 @@ def test_estimate_reads_words_code_outputs_predictions_and_exercises():
         "## Exercises (core, 1 min)": math.ceil(0.25 + 8),
     }
     # slower reading makes the same section longer
-    slow = dict(estimate(notebook, Rates(words_per_minute=100)))
+    slow = dict(estimate(notebook, Rates(100, 100, 0.25, 30, 0.5, 1, 8, 5)))
     assert slow["## Reading (core, 1 min)"] == estimated["## Reading (core, 1 min)"] + 2
 
 
@@ -129,9 +129,10 @@ def test_generate_writes_the_estimates_into_the_headings_and_objectives():
         ("markdown", "## B (optional)\n\n" + " ".join(["w"] * 1000), [], []),
     )
     [written] = with_estimated_minutes({"x": notebook}).values()
-    assert written.cells[1].source.startswith("## A (core, 5 min)\n")
+    minutes = math.ceil(1000 / RATES.words_per_minute)
+    assert written.cells[1].source.startswith(f"## A (core, {minutes} min)\n")
     assert written.cells[2].source.startswith("## B (optional)\n")
-    assert "Time: about 5 minutes (core sections)." in written.cells[0].source
+    assert f"Time: about {minutes} minutes (core sections)." in written.cells[0].source
     assert notebook.cells[1].source.startswith("## A (core, 1 min)"), "a copy is written"
 
 
@@ -205,9 +206,8 @@ def test_guide_links_every_handout_and_the_pack_or_toc_lists_it(page):
 
 
 def test_guide_links_each_run_sheet_and_slides():
-    for path in toc_notebooks():
-        assert f'href="../slides/{path.stem}.slides.html"' in GUIDE
     for lesson in range(1, len(read_plan()["lessons"]) + 1):
+        assert f'href="../slides/lesson_{lesson}.slides.html"' in GUIDE
         assert f'href="../runsheets/lesson_{lesson}.html"' in GUIDE
         assert (BOOK / "_generated" / f"runsheet_{lesson}.html").is_file()
 
@@ -255,3 +255,52 @@ def test_before_class_quiz_has_ten_questions_with_hidden_answers_from_cells():
         linked = re.findall(r"\]\((\d\d_\w+\.ipynb)\)", text)
         assert linked and set(linked) <= chapters, number
         assert "prints" in text, f"answer {number} names the cell that prints it"
+
+
+def section_texts(path):
+    """{section title: its Markdown, code and printed text} of a chapter."""
+    text = "\n".join(cell.source + "".join(
+        str(out.get("text", "")) + str(out.get("data", {}).get("text/plain", ""))
+        for out in cell.get("outputs", [])) for cell in nbformat.read(path, as_version=4).cells)
+    parts = re.split(r"^## (.+?)(?: \((?:core, \d+ min|optional)\))?$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def untaught(number, text):
+    """The `code` that `text` names but no section taught in lessons 1 to
+    `number` shows."""
+    texts = {p.stem: section_texts(p) for p in toc_notebooks()}
+    taught = "".join(texts[chapter.stem][title] for lesson in lessons(read_plan(), read_chapters())
+                     if lesson.number <= number for chapter, title, _ in lesson.taught())
+    names = re.findall(r"`([^`]+)`", re.sub(r"^```.*$|\{\w+\}`[^`]*`", "", text, flags=re.M))
+    return sorted({name for name in names
+                   if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", taught)})
+
+
+def lesson_items():
+    """[(lesson number, name, text)]: each exit ticket (questions and
+    answers), each worksheet, each discussion question a lesson holds."""
+    items = [(n, f"exit ticket {n}", "\n".join(t["questions"]) + t["answers"])
+             for n, t in enumerate(yaml.safe_load(NOTES.read_text())["exit_tickets"], 1)]
+    items += [(int(re.search(r"^\*Lesson (\d)", text := page.read_text(), re.M)[1]), page.stem,
+               text) for page in BOOK.glob("worksheet_*.md")]
+    notes = (BOOK / "teaching_notes.md").read_text().split("## Discussion questions", 1)[1]
+    questions, answers = (dict(re.findall(r"^(\d)\. (.*?)(?=^\d\. |^:::|\Z)", part, re.M | re.S))
+                          for part in notes.split(":::{dropdown}")[:2])
+    items += [(lesson.number, f"discussion question {q}", questions[str(q)] + answers[str(q)])
+              for lesson in lessons(read_plan(), read_chapters()) for q in lesson.discussion]
+    return items
+
+
+def test_exit_tickets_worksheets_and_discussion_ask_only_what_was_taught():
+    """Every `name` they use is shown by a core section taught in class in
+    that lesson or an earlier one (not by homework, nor a later lesson)."""
+    items = lesson_items()
+    assert len(items) >= 3 + 3 + 2, items
+    for number, name, text in items:
+        assert untaught(number, text) == [], (number, name)
+    # and the check finds a name from an optional section, or a later lesson
+    assert untaught(3, "`new Parameter's grad: None`") == [      # chapter 3, optional
+        "new Parameter's grad: None"]
+    assert untaught(1, "Adam's `exp_avg`") == ["exp_avg"]       # lesson 2's
+    assert untaught(2, "Adam's `exp_avg`") == []

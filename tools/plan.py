@@ -12,10 +12,10 @@
 
 The minutes are estimated, not guessed: `estimate(cells)` reads a section's
 own cells (its words, the code a reader sees, its outputs, its figures, its
-predictions and exercises) at the rates of RATES, and `make generate` writes
-each estimate into the chapter's `## ... (core, N min)` heading and the sum
-into its objectives' "Time: about N minutes" (`with_estimated_minutes`), so
-the chapters, the timetables and the student edition state one number.
+predictions and exercises) at a class's rates (book/_data/lessons.yml, RATES),
+and `make generate` writes each estimate into the chapter's `## ... (core, N
+min)` heading and the sum into its objectives' "Time: about N minutes"
+(`with_estimated_minutes`), so the chapters, the timetables and the student edition state one number.
 
 `generated()` returns {path: text} for files under book/_generated/, which
 the teacher's guide and the before-class page include. Run as a program it
@@ -26,6 +26,7 @@ import copy
 import json
 import math
 import re
+from collections import namedtuple
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,38 +45,12 @@ EXPLANATION = re.compile(r"<details>.*?</details>", re.S)
 IMAGES = ("image/png", "image/svg+xml", "image/jpeg")
 
 
-@dataclass(frozen=True)
-class Rates:
-    """What a section costs a student in class, per thing it holds.
-
-    - prose: 200 words a minute. Adults read English non-fiction silently at
-      238 words a minute on average, most between 175 and 300, and aloud at
-      183 (Brysbaert 2019, a meta-analysis of 190 studies, Journal of Memory
-      and Language 109, 104047); a technical text read by students, many in
-      a second language, sits in the lower part of that range.
-    - code a reader sees: half the prose rate, by its whitespace-separated
-      words; folded cells (`hide-input`) are not read, only run.
-    - a code cell: a quarter of a minute to run it and wait for it (every
-      chapter runs in under a minute of computing in all); a copy of
-      another chapter's helpers (`make generate`), nothing.
-    - output text: 30 lines a minute, skimmed; a figure: half a minute.
-    - a prediction (`**Predict.**`): 1 minute to think and write it down.
-    - an exercise (a `solution` cell): 8 minutes to write the answer and
-      run its check, besides reading its statement.
-    The explanations folded in `<details>` are read after the lesson.
-    These are assumptions a teacher can change here; the tests hold the
-    lessons to them, not to a guess per heading.
-    """
-    words_per_minute: float = 200
-    code_words_per_minute: float = 100
-    minutes_per_code_cell: float = 0.25
-    output_lines_per_minute: float = 30
-    minutes_per_figure: float = 0.5
-    minutes_per_prediction: float = 1
-    minutes_per_exercise: float = 8
-
-
-RATES = Rates()
+# What a section costs a class, per thing it holds: book/_data/lessons.yml's
+# `rates`, with the source of each. The `<details>` explanations are homework.
+Rates = namedtuple("Rates", "words_per_minute code_words_per_minute minutes_per_code_cell "
+                   "output_lines_per_minute minutes_per_figure minutes_per_prediction "
+                   "minutes_per_exercise minutes_per_discussion_question")
+RATES = Rates(**yaml.safe_load(PLAN.read_text())["rates"])
 
 
 def output_minutes(output, rates):
@@ -221,7 +196,7 @@ def read_plan(path=PLAN):
 
 
 BUFFER = 10        # minutes of each lesson left unplanned, at least
-OPTIONAL_KEYS = {"start", "homework", "exit_ticket", "if_short"}
+OPTIONAL_KEYS = {"start", "homework", "discussion", "exit_ticket", "if_short"}
 
 
 @dataclass
@@ -233,6 +208,8 @@ class Lesson:
     homework: list      # [(chapter number, section title)] moved out of class
     exit_ticket: int    # minutes for the exit ticket, at the end (0: none)
     if_short: list      # [(chapter number, section title)] to drop first, in order
+    discussion: list    # the numbers of the discussion questions held in class
+    discussing: int     # minutes for them
 
     def taught(self):
         """[(Chapter, title, minutes)] of the core sections taught in class."""
@@ -242,7 +219,8 @@ class Lesson:
 
     @property
     def planned(self):
-        return (self.start + sum(m for _, _, m in self.taught()) + self.exit_ticket)
+        return (self.start + sum(m for _, _, m in self.taught()) + self.discussing
+                + self.exit_ticket)
 
 
 def section_list(where, number, key, entries, chapters, taught):
@@ -299,7 +277,9 @@ def lessons(plan, chapters):
                                      chapters, numbers),
                         int(entry.get("exit_ticket", 0)),
                         section_list(where, number, "if_short", entry.get("if_short"),
-                                     chapters, numbers))
+                                     chapters, numbers), list(entry.get("discussion") or []),
+                        math.ceil(len(entry.get("discussion") or [])
+                                  * RATES.minutes_per_discussion_question))
         moved = [s for s in lesson.if_short if s in lesson.homework]
         if moved:
             raise PlanError(f"{where}: lesson {number}: {moved} is homework already")
@@ -317,11 +297,13 @@ NOTE = "% Written by `python -m tools.plan` from {source}; not edited by hand.\n
 def schedule(lesson):
     """[(start minute, end minute, Chapter or None, section title)] of a
     lesson, in order: "start" (opening Colab), the core sections taught,
-    "exit_ticket", and "buffer" up to the lesson's end (the rows of its
+    "discussion", "exit_ticket", and "buffer" up to the lesson's end (the rows of its
     timetable and of its run sheet, tools/runsheet.py)."""
     rows, start = [], 0
     parts = ([(None, "start", lesson.start)] if lesson.start else [])
     parts += [(chapter, title, minutes) for chapter, title, minutes in lesson.taught()]
+    if lesson.discussion:
+        parts.append((None, "discussion", lesson.discussing))
     if lesson.exit_ticket:
         parts.append((None, "exit_ticket", lesson.exit_ticket))
     for chapter, title, minutes in parts:
@@ -340,6 +322,8 @@ def timetable(lesson):
     titles = {"start": "Open the student notebooks in Colab, *File > Save a copy "
                        "in Drive*, run each setup cell",
               "exit_ticket": f"[**Exit ticket**](exit-ticket-{lesson.number})",
+              "discussion": "Discussion question " + ", ".join(map(str, lesson.discussion))
+                            + " (teaching notes)",
               "buffer": "Buffer: what runs over (Colab restarts, pair work, exercises)"}
     for start, end, chapter, title in schedule(lesson):
         number = "" if chapter is None else chapter.number
@@ -358,15 +342,19 @@ def timetable(lesson):
     return "\n".join(lines) + "\n"
 
 
-def overview(chapters, placed):
-    """Every chapter: its lesson (or homework), core minutes, optional sections."""
+def overview(chapters, taught):
+    """Every chapter: its lesson (planned and lasting minutes) or "after the
+    lessons", its core minutes and how many are in class, its optional sections."""
     lines = ["| Chapter | Taught in | Core sections | Optional sections |",
              "| --- | --- | --- | --- |"]
     for number, chapter in sorted(chapters.items()):
-        lesson = f"lesson {placed[number]}" if number in placed else "after the lessons"
+        lesson = next((x for x in taught if chapter in x.chapters), None)
+        when = (f"lesson {lesson.number} ({lesson.planned} of {lesson.minutes} min planned)"
+                if lesson else "after the lessons")
+        in_class = sum(m for c, _, m in lesson.taught() if c is chapter) if lesson else 0
         optional = "; ".join(f"*{title}*" for title in chapter.optional) or "none"
-        lines.append(f"| {number}. {{doc}}`{chapter.stem}` | {lesson} "
-                     f"| {chapter.minutes} min | {optional} |")
+        lines.append(f"| {number}. {{doc}}`{chapter.stem}` | {when} "
+                     f"| {chapter.minutes} min, {in_class} in class | {optional} |")
     return "\n".join(lines) + "\n"
 
 
@@ -407,9 +395,7 @@ def generated(plan=None, matrix=None, chapters=None):
     files = {}
     for lesson in taught:
         files[GENERATED / f"lesson_{lesson.number}.md"] = from_plan + timetable(lesson)
-    placed = {chapter.number: lesson.number for lesson in taught
-              for chapter in lesson.chapters}
-    files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, placed)
+    files[GENERATED / "chapters_at_a_glance.md"] = from_plan + overview(chapters, taught)
     files[GENERATED / "run_times.md"] = (
         NOTE.format(source="book/_data/versions_matrix.json")
         + run_times(matrix, chapters))

@@ -1,7 +1,7 @@
 """Each lesson's run sheet: one printed page, minute by minute.
 
 The rows are the lesson's timetable (tools.plan.schedule: opening Colab,
-each core section taught, the exit ticket, the buffer), each with one line
+each core section taught, discussion, the exit ticket, the buffer), each with one line
 of what the teacher does, what the students do and what to watch for, read
 from book/_data/teacher_notes.yml; under the table, what moves to homework
 when time runs short, what is homework, and the exit ticket with its
@@ -25,7 +25,7 @@ from tools.book import BOOK, GENERATED, ROOT
 
 NOTES = BOOK / "_data" / "teacher_notes.yml"
 FIELDS = ("teacher", "students", "watch")
-ROWS = ("start", "exit_ticket", "buffer")
+ROWS = ("start", "discussion", "exit_ticket", "buffer")
 
 
 class RunSheetError(ValueError):
@@ -117,8 +117,8 @@ ol { margin: 0.5mm 0 0.5mm 5mm; padding: 0; }
 .ticket { border: 0.8pt solid #000; padding: 1mm 2mm; margin-top: 1.5mm; }
 """.strip()
 
-LABELS = {"start": "Open Colab", "exit_ticket": "<strong>Exit ticket</strong>",
-          "buffer": "Buffer"}
+LABELS = {"start": "Open Colab", "discussion": "Discussion",
+          "exit_ticket": "<strong>Exit ticket</strong>", "buffer": "Buffer"}
 
 
 def titles(sections, minutes):

@@ -15,8 +15,8 @@ the same sources:
 - the teacher's pack, `_build/teacher-pack.zip` (attached to each release
   by the release workflow): the teacher's guide, the logistics page, the
   teaching notes, the assessment and its answers, each lesson's run sheet
-  (book/_generated/runsheet_N.html) and each chapter's slides (reveal.js,
-  from the chapters with their answers, for the projector). Every HTML page
+  (book/_generated/runsheet_N.html) and each lesson's slides (reveal.js, of
+  the sections it teaches, answers included, for the projector). Every HTML page
   in it says `noindex`, and nothing in it is loaded from the internet:
   reveal.js is copied from node_modules (package.json pins it; `npm ci`).
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from tools import links
+from tools import links, plan
 from tools.book import BOOK, ROOT, book_extension, toc_notebooks
 
 BUILD = ROOT / "_build"
@@ -236,18 +236,19 @@ def markdown_cell(source, slide_type):
     return cell
 
 
-def slide_notebook(notebook, convert):
-    """A copy of a chapter marked for reveal.js: each `#`/`##` heading starts
-    a slide and each `###` a sub-slide; short prose is a fragment, long prose
-    goes to the speaker notes; each code cell a reader sees is a sub-slide
-    with its outputs; folded helper cells and the `<details>` explanations
-    are left out; formulas are MathML (drawn by the browser, offline)."""
+def slide_notebook(notebook, convert, taught):
+    """A chapter's title and its sections titled in `taught`, for reveal.js:
+    a slide per `#`/`##` heading, a sub-slide per `###` and per code cell a
+    reader sees, with its outputs (not folded, copied or setup cells, nor
+    `<details>`); short prose a fragment, long prose speaker notes; formulas
+    MathML (drawn by the browser, offline)."""
     notebook = copy.deepcopy(notebook)
-    cells = []
+    cells, section = [], None
     for cell in notebook.cells:
         tags = cell.metadata.get("tags", [])
-        if cell.cell_type == "code":
-            hidden = {"remove-input", "hide-input", "remove-cell"} & set(tags)
+        if cell.cell_type == "code" and section in taught:
+            hidden = ({"remove-input", "hide-input", "remove-cell"} & set(tags)
+                      or "copy_of" in cell.metadata or section == "Setup")
             cell.metadata["slideshow"] = {"slide_type": "skip" if hidden else "subslide"}
             cells.append(cell)
             continue
@@ -256,7 +257,9 @@ def slide_notebook(notebook, convert):
         source = with_mathml(DETAILS.sub("", cell.source), convert)
         for block in re.split(r"\n(?=#{1,3} )", source):
             block = block.strip()
-            if not block:
+            if block.startswith("## "):
+                section = plan.HEADING.match(block.partition("\n")[0])[1]
+            if not block or (section and section not in taught):
                 continue
             heading, _, rest = block.partition("\n") if block.startswith("#") else ("", "", block)
             if heading:
@@ -271,7 +274,7 @@ def slide_notebook(notebook, convert):
 
 
 def write_slides(folder):
-    """Each chapter's slides in `folder`, with reveal.js beside them."""
+    """Each lesson's slides, of the sections it teaches, in `folder` by reveal.js."""
     if not (REVEAL / "dist" / "reveal.js").is_file():
         raise SiteError(f"{REVEAL.relative_to(ROOT)} is missing: run `npm ci` "
                         "(package.json pins reveal.js)")
@@ -289,9 +292,14 @@ def write_slides(folder):
     work = BUILD / "slides-src"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for path in toc_notebooks():
-        nbformat.write(slide_notebook(nbformat.read(path, as_version=4), convert),
-                       work / path.name)
+    for lesson in plan.lessons(plan.read_plan(), plan.read_chapters()):
+        notebook = nbformat.read(BOOK / f"{lesson.chapters[0].stem}.ipynb", as_version=4)
+        notebook.cells = [cell for chapter in lesson.chapters for cell in slide_notebook(
+            nbformat.read(BOOK / f"{chapter.stem}.ipynb", as_version=4), convert,
+            {title for c, title, _ in lesson.taught() if c is chapter}).cells]
+        for number, cell in enumerate(notebook.cells):    # unique in the lesson
+            cell.id = f"slide-{number}"
+        nbformat.write(notebook, work / f"lesson_{lesson.number}.ipynb")
     command = [str(Path(sys.executable).parent / "jupyter-nbconvert"), "--to", "slides",
                f"--TemplateExporter.extra_template_basedirs={SLIDES_TEMPLATE}",
                "--template", "offline", "--SlidesExporter.reveal_url_prefix=reveal.js",
@@ -360,7 +368,7 @@ def build_teacher_pack():
     (PACK / "README.txt").write_text(
         "The teacher's pack. Open index.html (the teacher's guide) in a browser;\n"
         "run sheets: runsheets/lesson_N.html (print one page each);\n"
-        "slides: slides/NN_name.slides.html (press S for the speaker notes).\n"
+        "slides: slides/lesson_N.slides.html (press S for the speaker notes).\n"
         "Nothing here loads from the internet. Not for students: the assessment\n"
         "answers and every exercise's solution are in it.\n")
     with_noindex(PACK)

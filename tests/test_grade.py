@@ -7,11 +7,8 @@ asserted on its rows, on the files around, and on the processes left.
 Chapter 1 is the fastest to run; cases that do not interfere share a notebook.
 
 The class:
-amy    the shipped notebook and a vandal cell: it writes to the repository,
-       the virtualenv, the home folder, /tmp, other students' notebooks, the
-       grader's files, tries the network, a memory hog and root, leaves a
-       process in a session of its own, and raises what it managed; then it
-       blanks every later cell with an IPython input transformer
+amy    the shipped notebook and a vandal cell (`vandal`), then an IPython
+       input transformer blanking every later cell
 ana    every answer of the book put back: full marks
 bob    the shipped student notebook: zero, each check naming its exercise
 cal    the answers, the first writing a warning to stderr, a pasted copy of
@@ -26,8 +23,7 @@ ivy    chapter 2's notebook under chapter 1's file name, and a notebook from
 lee    only a symbolic link to ana's notebook
 tia    nothing but tricks (TRICKS): empty functions for exercises 1 and 2,
        and the book's own value for exercise 3, which is not tia's variant
-CHEATS tia's tricks, and a cell before them that attacks the grading: each
-       earns zero
+CHEATS tia's tricks after a cell attacking the grading: each earns zero
 =SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
        named =HYPERLINK(1).ipynb that is not JSON)
 fay's class: fay, a cell that loops for ever, deaf to SIGINT (the cell
@@ -287,8 +283,7 @@ def graded(tmp_path_factory):
         path.mkdir()
     seconds, sandboxed = {}, grader.sandboxed
 
-    def timed(job, student, *args):
-        """grader.sandboxed, timing each notebook's run by its student"""
+    def timed(job, student, *args):  # grader.sandboxed, timing each run by its student
         start = time.monotonic()
         try:
             return sandboxed(job, student, *args)
@@ -615,10 +610,9 @@ def test_a_resumed_run_runs_nothing_again_and_grades_the_same(graded):
     assert (graded["folder"] / "grades.csv").read_text() == graded["first"]
 
 
-@pytest.mark.parametrize("roster, says", [
-    ("id,name\n1,ana\n", "a roster is a CSV with an 'id' column"),
-    ("id,folder\n1,ana\n2,Ana\n", "roster.csv, line 3: 'ana' names two students"),
-    ("id,folder,email\n,ana,\n", "roster.csv, line 2: an id and a folder or an email")])
+@pytest.mark.parametrize("roster, says", [("id,name\n1,ana", "a roster is a CSV with an 'id'"),
+                                          ("id,folder\n1,ana\n2,Ana", "3: 'ana' names two"),
+                                          ("id,folder,email\n,ana,", "2: an id and a folder")])
 def test_a_bad_roster_is_a_clear_error(tmp_path, roster, says):
     (tmp_path / "roster.csv").write_text(roster)
     with pytest.raises(SystemExit, match=re.escape(says)):

@@ -3,46 +3,39 @@
     python -m tools.grade FOLDER [--roster ROSTER.csv] [--regrade] [--jobs N]
         [--timeout 600] [--cell-timeout 120] [--memory-mb 6000]
 
-FOLDER holds one sub-folder per student (an LMS export's folder names), each
-with any of the student notebooks (book/student/), under any file name (Colab
-saves "Copy of 01_reproduce_the_error.ipynb"). It writes FOLDER/grades.csv
+FOLDER holds one sub-folder per student (an LMS export's), each with any of
+the student notebooks (book/student/) under any file name; a notebook's
+chapter is read from its exercise cells' ids. It writes FOLDER/grades.csv
 (COLUMNS: a row per exercise graded, and one per file, folder or student not
-graded, saying why) and FOLDER/feedback/STUDENT.md (the same, for the
-student). Whatever a file holds or is (nesting too deep, wrong types, not
-JSON, over NOTEBOOK_MB, binary; a link, a folder or a pipe named like a
-notebook, a file beside the student folders), it is a row, and the others are
-graded. A student folder named like what the grader writes or hidden is not
-graded, and the outputs go to the next free names (`grades-1.csv`, `feedback-1/`).
-
-The roster (`read_roster`, a CSV with an `id` column and a `folder` and/or an
-`email` column) maps each folder to the student's id, which picks the
-student's variant of an exercise (BOOK_STUDENT); Moodle's suffix
-(`_48213_assignsubmission_file_`) is ignored. A folder the roster does not
-name is a row saying so, not a wrong answer. Without a roster, the folder's
-name is the id.
+graded, saying why) and FOLDER/feedback/STUDENT.md. Whatever a file holds or
+is (nesting too deep, wrong types, not JSON, over NOTEBOOK_MB, binary; a
+link, a folder or a pipe named like a notebook, a file beside the student
+folders), it is a row, and the others are graded. A folder named like what
+the grader writes or hidden is not graded, and the outputs go to the next
+free names (`grades-1.csv`). Of a chapter handed in twice, the copy with
+more answer cells changed is graded (the first by name on a tie). The
+roster (`read_roster`: `id`, and `folder` and/or `email`) maps a folder,
+Moodle's `_48213_assignsubmission_file_` ignored, to the student's id, which
+picks the variants (BOOK_STUDENT); a folder it does not name is a row
+saying so. Without a roster, the folder's name is the id.
 
 The student's code computes; it never judges. Each notebook runs in the
-sandbox (tools/grade_run.py): its code cells in order, each under the cell
-time-out, the grader's check of each exercise (`traced`: every assert records
-its operands) in place of the student's, and hands back plain data (JSON):
-the answer values and what the checks recorded. Then a reference run of the
-book's chapter (its solutions), in a sandbox of its own that no student's
-code touched, runs the same checks for each student's id and with the
-student's plain-data answers (`reference`), and this process, which reads
-only data, gives a point when the student's record is the reference's and
-every check of the reference holds (`verdict`). Whatever a notebook does to
-Python, IPython, torch or memory changes only the data it hands back; to
-match the reference it must compute what the solution computes. A failure
-says which operand differed, what was expected and what was got.
-
-Notebooks run in parallel (`--jobs`, by default as many as cores and memory
-allow); a line per notebook shows the progress; what was graded is kept in
-FOLDER/.grading/ and not run again (unless --regrade): an interrupted run
-resumes. Of a chapter handed in twice, the copy with more answer cells
-changed from the stub is graded (the first by name on a tie), and a row
-names the other. A notebook's chapter is read from its exercise cells' ids,
-not its file name. grades.csv is safe to open in a spreadsheet
-(`spreadsheet_safe`, after OWASP's CSV injection advice).
+sandbox (tools/grade_run.py), the grader's checks (hidden tests included) in
+place of the student's, each assert recording its operands (`traced`), and
+hands back that data. A reference run of the book's chapter (its solutions),
+in a sandbox no student's code touched, records the same checks for each
+student's id and plain-data answers, and this process, which reads only
+data, gives a point when the two records agree and every check of the
+reference held (`verdict`), else says which operand differed, what was
+expected and what was got. Whatever a notebook does to Python, IPython,
+torch or memory changes only its data. The limit: the checks run in the
+student's process, so a notebook that rewrites its data into what the
+checks expect (their literals, their reference computations) gets the
+points, as one that pastes the book's solutions does.
+Notebooks run in parallel (`--jobs`: as many as cores and memory allow),
+a line each shows the progress; FOLDER/.grading/ keeps what was graded, so
+an interrupted run resumes (--regrade runs it all again). grades.csv is safe
+to open in a spreadsheet (`spreadsheet_safe`, after OWASP's advice).
 
 The sandbox (`sandbox_argv`, bubblewrap: small, setuid-free, packaged by
 Debian, exactly the mounts on its command line): no network, its own PID
@@ -96,8 +89,7 @@ RUNNER = Path(__file__).with_name("grade_run.py")
 # the folders the sandbox shows, read-only: nothing else of the machine's
 SYSTEM = ("/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 UNSAFE_START = ("=", "+", "-", "@", "\t", "\r")
-# the CPU-kernel variables of the book (tools.book.CPU_KERNELS) and the like,
-# passed into the sandbox
+# into the sandbox: the book's CPU-kernel variables (tools.book.CPU_KERNELS) and the like
 PASS_THROUGH = ("ATEN_", "MKL_", "ONEDNN_", "OMP_", "LANG", "LC_")
 MOODLE = re.compile(r"_\d+_assignsubmission_\w*$")
 
@@ -203,9 +195,8 @@ def checks(stem):
 
 
 def job_cell(cell, number, check=None, its=None):
-    if check is None:
-        return dict(code=cell.source, number=number, raises="raises-exception" in tags(cell))
-    return dict(code=its[0], number=number, check=check, names=its[2])
+    return dict(code=its[0], number=number, check=check, names=its[2]) if check else dict(
+        code=cell.source, number=number, raises="raises-exception" in tags(cell))
 
 
 def student_cells(notebook, its_checks):
@@ -542,16 +533,14 @@ def keep(path, made):
 
 def parallel(function, items, jobs, what):
     """[function(item)] of `items`, `jobs` at a time, a line of progress each."""
-    start, done = time.monotonic(), 0
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = [pool.submit(function, item) for item in items]
-        for future in futures:
-            future.result()
-            done += 1
+    start, results = time.monotonic(), []
+    with ThreadPoolExecutor(jobs) as pool:
+        for done, result in enumerate(pool.map(function, items), 1):
+            results.append(result)
             spent = time.monotonic() - start
             print(f"{what}: {done}/{len(items)}, {spent:.0f} s, about "
                   f"{spent / done * (len(items) - done):.0f} s left", flush=True)
-    return [future.result() for future in futures]
+    return results
 
 
 def exercise_rows(job, result, reference, limits):

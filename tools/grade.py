@@ -359,7 +359,8 @@ def sandbox_argv(work, student, memory_mb=MEMORY_MB, code="", args=()):
     env = {key: value for key, value in os.environ.items() if key.startswith(PASS_THROUGH)}
     env |= dict(HOME="/tmp", TMPDIR="/tmp", PATH=f"{venv}/bin:/usr/local/bin:/usr/bin:/bin",
                 MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/matplotlib", IPYTHONDIR="/tmp/ipython",
-                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", BOOK_STUDENT=student)
+                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0",
+                BOOK_STUDENT=student)  # the same sets' order and one thread in every run
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     # as root in the sandbox: become nobody, without capabilities, limited
@@ -555,8 +556,7 @@ def exercise_rows(job, result, reference, limits):
             got = data.get("traces", {}).get(str(number))
             expected = reference.get("traces", {}).get(str(number))
             if expected is None:
-                failure = first_line("the grader's reference run failed: "
-                                     f"{reference.get('unreadable', 'no data')}")
+                failure = f"the grader's reference run failed: {reference.get('unreadable')}"
             elif got is None:
                 failure = (f"timed out: the notebook ran longer than {limits[0]} s and was "
                            "stopped" if result["code"] is None else first_line(

@@ -261,23 +261,33 @@ REPOSITORY ?= someone/pruning-book
 publish-dry-run: setup ## the Pages workflow's build on a scratch copy, then its site checked
 	$(PY) -m tools.publish --repository $(REPOSITORY)
 
-# Grade a class with nbgrader (tools/grade.py): SUBMISSIONS is a folder with
-# one sub-folder per student, each holding any of the student notebooks.
-# Writes SUBMISSIONS/grades.csv and SUBMISSIONS/feedback/STUDENT.md; each
-# notebook's kernel runs in a bubblewrap sandbox (no network, nothing
-# writable but its own scratch folder, every process killed with it, as the
-# user nobody when run as root), under time-outs: a whole notebook
-# GRADE_TIMEOUT seconds, one cell GRADE_CELL_TIMEOUT seconds; its address
-# space is limited to GRADE_MEMORY_MB.
-.PHONY: grade
+# Grade a class (tools/grade.py): SUBMISSIONS is a folder with one sub-folder
+# per student, each holding any of the student notebooks; ROSTER, a CSV
+# (id, folder and/or email) mapping each folder to the student's id. Writes
+# SUBMISSIONS/grades.csv and SUBMISSIONS/feedback/STUDENT.md. Each notebook
+# runs in a bubblewrap sandbox (no network, nothing writable but its own
+# scratch folder, every process killed with it, as the user nobody when run
+# as root) and hands back data; a reference run of the book's solutions, in
+# a sandbox of its own, and the grader's own process give the points. Time-
+# outs: a whole notebook GRADE_TIMEOUT seconds, one cell GRADE_CELL_TIMEOUT
+# seconds; its address space is limited to GRADE_MEMORY_MB. What was graded
+# is kept in SUBMISSIONS/.grading and not run again; REGRADE=1 runs it again.
+.PHONY: grade bench-grade
 SUBMISSIONS ?=
+ROSTER ?=
+REGRADE ?=
 GRADE_TIMEOUT ?= 600
 GRADE_CELL_TIMEOUT ?= 120
 GRADE_MEMORY_MB ?= 6000
-grade: setup ## grade a class with nbgrader, each kernel sandboxed (SUBMISSIONS=folder)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder" >&2; exit 2; }
+grade: setup ## grade a class, each notebook sandboxed (SUBMISSIONS=folder ROSTER=roster.csv)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder [ROSTER=roster.csv]" >&2; exit 2; }
 	$(PY) -m tools.grade "$(SUBMISSIONS)" --timeout $(GRADE_TIMEOUT) \
-	  --cell-timeout $(GRADE_CELL_TIMEOUT) --memory-mb $(GRADE_MEMORY_MB)
+	  --cell-timeout $(GRADE_CELL_TIMEOUT) --memory-mb $(GRADE_MEMORY_MB) \
+	  $(if $(ROSTER),--roster "$(ROSTER)") $(if $(REGRADE),--regrade)
+
+# How long grading 30 students x lesson 1's three notebooks takes here.
+bench-grade: setup ## time `make grade` on a class of 30 x 3 notebooks, then resumed
+	$(PY) -m benchmarks.grading_speed
 
 # The class site (tools/sites.py): the student notebooks, the before-class
 # page, the Colab page and the worksheets, nothing with an answer, as a Jupyter

@@ -1,21 +1,18 @@
-"""`make grade` (tools/grade.py, nbgrader in a bubblewrap sandbox): class
-folders with every kind of submission a teacher gets, honest and hostile,
-each graded once (the two about time-outs with short ones, in threads while
-the first is graded); each case is asserted on its rows, on the files
-around, and on the processes left. Chapter 1 is the fastest to run; cases
-that do not interfere share a notebook.
+"""`make grade` (tools/grade.py: each notebook run in a bubblewrap sandbox
+hands back data; the verdict is the grader's, against a reference run):
+class folders with every kind of submission a teacher gets, honest and
+hostile, each graded once (fay's, gil's and the roster's classes in threads
+while the first is graded, then the first again, resumed); each case is
+asserted on its rows, on the files around, and on the processes left.
+Chapter 1 is the fastest to run; cases that do not interfere share a notebook.
 
 The class:
-amy    the shipped notebook and a vandal cell: it writes to the repository,
-       the virtualenv, the home folder, /tmp, other students' notebooks, the
-       grader's gradebooks and chapter templates, tries the network, a
-       memory hog and root, leaves a process in a session of its own, and
-       raises what it managed; then it blanks every later cell with an
-       IPython input transformer (the checks included)
-ana    every answer of the book put back: full marks (graded after amy)
+amy    the shipped notebook and a vandal cell (`vandal`), then an IPython
+       input transformer blanking every later cell
+ana    every answer of the book put back: full marks
 bob    the shipped student notebook: zero, each check naming its exercise
 cal    the answers, the first writing a warning to stderr, a pasted copy of
-       check 2 (nbgrader metadata and all) and check 3 deleted
+       check 2 and check 3 deleted: full marks (the checks are the grader's)
 cy     a file that is not JSON
 dee    an empty folder
 eve    the book's answers renamed as Colab saves a copy, a first code cell
@@ -24,16 +21,19 @@ eve    the book's answers renamed as Colab saves a copy, a first code cell
 ivy    chapter 2's notebook under chapter 1's file name, and a notebook from
        elsewhere
 lee    only a symbolic link to ana's notebook
-tia    nothing but tricks: empty functions for exercises 1 and 2 (they
-       raise nothing), and the book's own value for exercise 3, which is not
-       tia's variant: zero
+tia    nothing but tricks (TRICKS): empty functions for exercises 1 and 2,
+       and the book's own value for exercise 3, which is not tia's variant
+CHEATS tia's tricks after a cell attacking the grading: each earns zero
 =SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
        named =HYPERLINK(1).ipynb that is not JSON)
-fay's class: fay, a notebook that loops forever, deaf to interrupts (the
-       cell time-out); folders named feedback, grades.csv and .hidden, each
+fay's class: fay, a cell that loops for ever, deaf to SIGINT (the cell
+       time-out); folders named feedback, grades.csv and .hidden, each
        with a notebook; zoe, a symbolic link to ana's folder
 gil's class: gil, a few short cells, then a process in a session of its
        own and a C call that ignores signals, past the notebook time-out
+the roster's class: a Moodle export's folder of a student on the roster
+       (the answers of her variant), one emptying BOOK_STUDENT before the
+       right answers, and a folder the roster does not name
 """
 import copy
 import csv
@@ -41,10 +41,8 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -53,7 +51,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import tools.student
 from tests.test_student_edition import HONEST
 from tools import grade as grader
 from tools.book import BOOK, ROOT, tags
@@ -64,10 +61,16 @@ TWO = "02_where_the_error_is_raised"
 # (timeout, cell timeout) of each class: the grader's own, never reached;
 # fay's cell never ends and is interrupted after 4 s; gil's notebook never
 # ends and is stopped at 20 s: only a limit ends them, however busy the machine
-LIMITS = {"submissions": (600, 120), "fay": (600, 4), "gil": (20, 120)}
+LIMITS = {"submissions": (600, 120), "fay": (600, 4), "gil": (20, 120), "roll": (600, 120)}
 MARK = f"vandal-{uuid.uuid4().hex[:12]}"
 SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
-MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *SPREADSHEET]
+# attacks on the grading, each a cell before tia's tricks: each earns 0
+CHEATS = {name: code for name, code in json.loads(
+    (Path(__file__).parent / "data" / "grade_cheats.json").read_text()).items() if name != "_"}
+MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *CHEATS,
+        *SPREADSHEET]
+ROLL = {"Ana Lopez_48213_assignsubmission_file_": "s-48213",
+        "Env Cheat_48214_assignsubmission_file_": "s-48214"}
 # tia's answers: what passes a check that only tests that nothing raises, and
 # the answer the book prints for its own variant
 TRICKS = {1: "def keep_all(layer):\n    pass",
@@ -216,12 +219,16 @@ def build(root):
     for number, trick in TRICKS.items():
         tia.cells[index_of(tia, f"ch01-exercise-{number}-answer")].source = trick
     nbformat.write(tia, students["tia"] / f"{ONE}.ipynb")
+    for name, cheat in CHEATS.items():
+        nbformat.write(with_code_first(tia, cheat), students[name] / f"{ONE}.ipynb")
     (students["@x"] / "=HYPERLINK(1).ipynb").write_text("not JSON")
 
-    nbformat.write(with_code_first(right, (
+    fay = shipped(ONE)  # the loop first: it is the first cell to raise, however busy
+    fay.cells.insert(0, new_cell(fay, (
         "import signal, time\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)  # deaf to interrupts\n"
-        "while True:\n    time.sleep(0.1)")), students["fay"] / f"{ONE}.ipynb")
+        "while True:\n    time.sleep(0.1)")))
+    nbformat.write(fay, students["fay"] / f"{ONE}.ipynb")
     gil = with_code_first(right, (
         "import ctypes, signal, subprocess, sys\n"
         f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(900)', {MARK!r}],\n"
@@ -231,6 +238,16 @@ def build(root):
     for _ in range(3):
         gil = with_code_first(gil, "import time\ntime.sleep(1)")
     nbformat.write(gil, students["gil"] / f"{ONE}.ipynb")
+    roll = root / "roll"
+    (roll / "stranger").mkdir(parents=True)
+    nbformat.write(right, roll / "stranger" / f"{ONE}.ipynb")
+    (root / "roster.csv").write_text("id,folder,email\n" + "".join(
+        f"{ident},{name.split('_')[0]},\n" for name, ident in ROLL.items()))
+    for name in ROLL:
+        (roll / name).mkdir()
+    nbformat.write(right, roll / next(iter(ROLL)) / f"{ONE}.ipynb")
+    nbformat.write(with_code_first(right, "import os\nos.environ['BOOK_STUDENT'] = ''"),
+                   roll / list(ROLL)[1] / f"{ONE}.ipynb")
     return students
 
 
@@ -264,27 +281,26 @@ def graded(tmp_path_factory):
     scratches = {name: root / f"scratch-{name}" for name in LIMITS}
     for path in scratches.values():
         path.mkdir()
-    seconds, commands, run = {}, [], grader.run
+    seconds, sandboxed = {}, grader.sandboxed
 
-    def timed_run(command, *args, **kwargs):
-        """grader.run, timing each autograde by its student"""
-        commands.append(command)
+    def timed(job, student, *args):  # grader.sandboxed, timing each run by its student
         start = time.monotonic()
         try:
-            return run(command, *args, **kwargs)
+            return sandboxed(job, student, *args)
         finally:
-            for part in command:
-                if part.startswith("--student="):
-                    seconds[part.removeprefix("--student=")] = time.monotonic() - start
+            seconds.setdefault(student, time.monotonic() - start)
 
-    def grade(name):
+    def grade(name, **options):
         timeout, cell_timeout = LIMITS[name]
         grader.grade(root / name, timeout=timeout, cell_timeout=cell_timeout,
-                     scratch_root=scratches[name])
+                     scratch_root=scratches[name], jobs=1 if name != "submissions" else 2,
+                     **options)
 
     classes = [threading.Thread(target=grade, args=(name,)) for name in ["fay", "gil"]]
+    classes.append(threading.Thread(target=grade, args=("roll",),
+                                    kwargs=dict(roster=root / "roster.csv")))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(grader, "run", timed_run)
+        patch.setattr(grader, "sandboxed", timed)
         for thread in classes:
             thread.start()
         try:
@@ -293,13 +309,17 @@ def graded(tmp_path_factory):
             for thread in classes:
                 thread.join()
     left = processes_naming(MARK, str(root))
+    rows = read_rows(folder / "grades.csv") + read_rows(root / "gil" / "grades.csv")
+    rows += read_rows(root / "fay" / "grades-1.csv") + read_rows(root / "roll" / "grades.csv")
+    first = (folder / "grades.csv").read_text()
+    with pytest.MonkeyPatch.context() as patch:  # resumed: nothing runs again
+        patch.setattr(grader, "sandboxed", lambda *args: pytest.fail("ran again"))
+        grade("submissions")
     for path in scratches.values():
         assert list(path.iterdir()) == [], f"scratch folders left in {path}"
         path.rmdir()
-    rows = read_rows(folder / "grades.csv") + read_rows(root / "gil" / "grades.csv")
-    rows += read_rows(root / "fay" / "grades-1.csv")
     return dict(root=root, folder=folder, rows=rows, before=before, outside=outside,
-                seconds=seconds, commands=commands, left=left)
+                seconds=seconds, left=left, first=first)
 
 
 def rows_of(graded, student):
@@ -316,18 +336,25 @@ def test_columns_and_one_feedback_file_per_student(graded):
 def test_nothing_but_the_grades_and_feedback_is_written(graded):
     root = graded["root"]
     for name, before in graded["before"].items():
-        after = {k: v for k, v in tree(root / name).items()
-                 if not re.match(r"(grades(-1)?\.csv|feedback(-1)?/[^/]*\.md)$", k)}
+        after = {k: v for k, v in tree(root / name).items() if not re.match(
+            r"(grades(-1)?\.csv|feedback(-1)?/[^/]*\.md|\.grading/\w+\.json)$", k)}
         assert after == before, f"a student's folder of {name} changed"
     assert graded["outside"].read_text().endswith("must survive")
     assert sorted(p.name for p in root.iterdir()) == [
-        "beside.txt", "fay", "gil", "submissions"]
+        "beside.txt", "fay", "gil", "roll", "roster.csv", "submissions"]
 
 
 def test_a_submission_made_of_tricks_scores_zero(graded):
     rows = rows_of(graded, "tia")
     assert [(r["exercise"], r["points"]) for r in rows] == [("1", "0"), ("2", "0"), ("3", "0")], rows
-    assert all(r["failure"] for r in rows), "each lost point says why"
+    # each lost point says why: what was expected, what the notebook gave
+    assert rows[0]["failure"] == "`passes` is [], expected [[10, 100], [10, 100]]", rows
+
+
+def test_each_attack_on_the_grading_earns_nothing(graded):
+    for name in CHEATS:
+        assert [(r["exercise"], r["points"]) for r in rows_of(graded, name)
+                if r["exercise"]] == [("1", "0"), ("2", "0"), ("3", "0")], name
 
 
 def test_all_correct_gets_full_marks(graded):
@@ -347,7 +374,7 @@ def test_the_shipped_student_notebook_gets_zero_naming_each_exercise(graded):
 def test_not_json_and_empty_folder_each_get_a_row_saying_so(graded):
     [cy] = rows_of(graded, "cy")
     assert cy["failure"].startswith("not a notebook, not graded: NotJSONError")
-    assert rows_of(graded, "dee") == [dict(student="dee", notebook="", exercise="",
+    assert rows_of(graded, "dee") == [dict(student="dee", id="", notebook="", exercise="",
                                            points="0", max_points="0",
                                            failure="no notebook submitted")]
 
@@ -370,15 +397,14 @@ def test_of_two_copies_of_a_chapter_the_answered_one_is_graded(graded):
     assert {r["notebook"] for r in rows[1:]} == {f"{ONE}.ipynb (file: Copy of {ONE}.ipynb)"}
 
 
-def test_of_two_copies_equally_answered_the_first_by_name_is_graded(monkeypatch):
-    monkeypatch.setattr(grader, "grade_notebook", lambda notebook, stem, student, shown,
-                        *limits: [{"graded": shown}])
-    right = answered(ONE)
-    rows = grader.grade_chapter([("a.ipynb", right), ("b.ipynb", right)],
-                                STUDENT / f"{ONE}.ipynb", "ana", None, None)
+def test_of_two_copies_equally_answered_the_first_by_name_is_graded():
+    right, other = answered(ONE), answered(ONE)
+    rows, shown, notebook = grader.grade_chapter([("a.ipynb", right), ("b.ipynb", other)],
+                                                 STUDENT / f"{ONE}.ipynb", "ana")
     assert rows == [grader.row("ana", "b.ipynb", (
         f"a second copy of {ONE}.ipynb, not graded: a.ipynb was graded "
-        "(3 answered cells against 3)")), {"graded": f"{ONE}.ipynb (file: a.ipynb)"}]
+        "(3 answered cells against 3)"))]
+    assert shown == f"{ONE}.ipynb (file: a.ipynb)" and notebook is right
 
 
 def test_another_chapter_is_graded_as_that_chapter_and_a_stranger_is_not(graded):
@@ -392,12 +418,11 @@ def test_another_chapter_is_graded_as_that_chapter_and_a_stranger_is_not(graded)
 
 
 def test_stderr_a_pasted_check_and_a_deleted_check(graded):
-    # a warning on stderr is no wrong answer; the pasted copy of check 2 does
-    # not make nbgrader refuse the notebook; check 3, deleted, scores 0
+    # a warning on stderr is no wrong answer; the checks are the grader's: a
+    # pasted copy changes nothing, and check 3, deleted, runs after its answer
     rows = rows_of(graded, "cal")
     assert [(r["exercise"], r["points"], r["max_points"], r["failure"]) for r in rows] == [
-        ("1", "1", "1", ""), ("2", "1", "1", ""),
-        ("3", "0", "1", "check cell missing: the exercise's check cell was deleted")]
+        (str(n), "1", "1", "") for n in (1, 2, 3)]
 
 
 def test_a_symbolic_link_is_not_followed(graded):
@@ -416,16 +441,10 @@ def test_the_vandal_harms_nothing_and_scores_nothing(graded):
                           nproc=grader.PROCESSES, student="amy"), report
     for place in [ROOT, Path(sys.prefix), Path.home(), Path("/tmp")]:
         assert not (place / MARK).exists(), place
-    # the input transformer blanked the checks: they did not run, no points;
-    # a row tells the teacher
-    assert rows[1]["failure"] == (
-        "for the teacher: code cell 3 uses input_transformers_post, which can change "
-        "how the checks run or what they print; read the notebook")
-    assert [(r["exercise"], r["points"], r["max_points"]) for r in rows[2:]] == [
-        (str(n), "0", "1") for n in (1, 2, 3)]
-    for n, row in enumerate(rows[2:], 1):
-        assert row["failure"] == ("the check did not run or printed nothing (its line "
-                                  f"'Exercise {n}: passed' is missing)"), row
+    # the input transformer blanked the checks: they recorded nothing, no points
+    assert [(r["exercise"], r["points"], r["failure"]) for r in rows[1:]] == [
+        (str(n), "0", "the check did not run as the grader's does (stopped early or changed)")
+        for n in (1, 2, 3)]
 
 
 def test_no_process_of_a_notebook_outlives_its_grading(graded):
@@ -434,9 +453,11 @@ def test_no_process_of_a_notebook_outlives_its_grading(graded):
 
 def test_a_cell_that_never_ends_is_stopped_and_says_so(graded):
     rows = rows_of(graded, "fay")
-    assert [r["points"] for r in rows] == ["0"] * 3
-    assert all(r["failure"] == f"stopped: a cell ran longer than {LIMITS['fay'][1]} s and "
-               "did not stop when interrupted (CellTimeoutError)" for r in rows), rows
+    assert rows[0]["failure"] == (
+        f"outside the exercises, code cell 1 raised TimeoutError: the cell ran longer than "
+        f"{LIMITS['fay'][1]} s and was stopped (the checks ran anyway)"), rows
+    assert [(r["exercise"], r["points"]) for r in rows[1:]] == [("1", "0"), ("2", "0"),
+                                                               ("3", "0")]
 
 
 def test_a_notebook_stuck_in_c_is_stopped_at_its_time_out(graded):
@@ -445,19 +466,9 @@ def test_a_notebook_stuck_in_c_is_stopped_at_its_time_out(graded):
     assert [r["points"] for r in rows] == ["0"] * 3
     assert all(r["failure"] == f"timed out: the notebook ran longer than {timeout} s "
                "and was stopped" for r in rows), rows
-    # nbgrader, the sandbox and the kernel are stopped, and the grader goes
+    # the sandbox and the notebook's processes are stopped, and the grader goes
     # on, at the time-out, long before the cell's time-out or the C call's end
     assert timeout <= graded["seconds"]["gil"] < LIMITS["gil"][1], graded["seconds"]
-
-
-def test_a_kernel_start_has_the_notebooks_time_and_outputs_the_cells(graded):
-    """nbclient's own limits (60 s for the kernel's start, 4 s for a cell's
-    outputs after its reply) would fail a notebook on a busy machine."""
-    for command in [c for c in graded["commands"] if "autograde" in c]:
-        student = next(p for p in command if p.startswith("--student=")).split("=", 1)[1]
-        timeout, cell = LIMITS.get(student, LIMITS["submissions"])
-        assert {f"--Execute.timeout={cell}", f"--Execute.iopub_timeout={cell}",
-                f"--Execute.startup_timeout={timeout}"} <= set(command), command
 
 
 def test_reserved_hidden_and_linked_folders_get_a_row_and_move_the_outputs(graded):
@@ -481,59 +492,12 @@ def test_spreadsheet_formulas_are_escaped(graded):
     assert grader.spreadsheet_safe("\tx") == "'\tx" and grader.spreadsheet_safe("a=b") == "a=b"
 
 
-def test_cleaned_keeps_one_cell_per_id_with_the_source_metadata():
-    source = shipped(ONE)
-    notebook = copy.deepcopy(source)
-    check = index_of(notebook, "ch01-exercise-1-check")
-    notebook.cells[check].metadata["nbgrader"]["points"] = 100
-    notebook.cells.insert(2, copy.deepcopy(notebook.cells[check]))  # pasted above
-    stranger = copy.deepcopy(notebook.cells[check])
-    stranger.metadata["nbgrader"]["grade_id"] = "ch01-exercise-9-check"
-    notebook.cells.append(stranger)
-    del notebook.cells[index_of(notebook, "ch01-exercise-3-check")]
-    cleaned, missing = grader.cleaned(notebook, source)
-    assert missing == ["ch01-exercise-3-check"]
-    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cleaned.cells]
-    assert ids.count("ch01-exercise-1-check") == 1 and "ch01-exercise-9-check" not in ids
-    kept = cleaned.cells[ids.index("ch01-exercise-1-check")]
-    assert ids.index("ch01-exercise-1-check") > ids.index("ch01-exercise-1-answer")
-    assert kept.metadata["nbgrader"]["points"] == 1
-
-
-def test_hooks_are_flagged_in_the_students_cells_only():
-    source = shipped(ONE)
-    assert grader.hooks_touched(source, source) is None
-    notebook = with_code_first(source, "import sys, io\nsys.stdout = io.StringIO()")
-    assert grader.hooks_touched(notebook, source) == (2, "sys.stdout")
-    notebook = copy.deepcopy(source)  # a check is the grader's: nbgrader restores it
-    check = notebook.cells[index_of(notebook, "ch01-exercise-1-check")]
-    check.source = "import builtins\n" + check.source
-    assert grader.hooks_touched(notebook, source) is None
-
-
-def test_the_grading_notebook_of_the_student_edition_is_the_source(monkeypatch, tmp_path):
-    source = grader.source_notebook(ONE)
-    assert source == tools.student.grading_notebook(ONE)
-    hidden = [c for c in source.cells if tools.student.HIDDEN_TESTS.search(c.source)]
-    assert hidden, "the grader's source keeps the hidden tests"
-    assert not any(tools.student.HIDDEN_TESTS.search(c.source) for c in shipped(ONE).cells)
-    marked = shipped(ONE)
-    marked.metadata["marked"] = True
-    nbformat.write(marked, tmp_path / "source.ipynb")
-    monkeypatch.setattr(tools.student, "grading_notebook",
-                        lambda stem: tmp_path / "source.ipynb", raising=False)
-    assert grader.source_notebook(ONE).metadata["marked"] is True
-    monkeypatch.setattr(tools.student, "grading_notebook", lambda stem: marked,
-                        raising=False)
-    assert grader.source_notebook(ONE).metadata["marked"] is True
-
-
 def test_the_kernel_gets_the_student_and_nothing_writable_but_its_folder(tmp_path):
-    argv = grader.sandbox_argv(tmp_path / "work", tmp_path / "ipc", "=ana")
+    argv = grader.sandbox_argv(tmp_path / "work", "=ana")
     pairs = list(zip(argv, argv[1:]))
     assert ("--setenv", "BOOK_STUDENT") in pairs and argv[argv.index("BOOK_STUDENT") + 1] == "=ana"
     writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
-    assert writable == [str(tmp_path / "work"), str(tmp_path / "ipc")]
+    assert writable == [str(tmp_path / "work")]
     for flag in ["--unshare-net", "--unshare-pid", "--die-with-parent", "--clearenv"]:
         assert flag in argv
 
@@ -615,9 +579,8 @@ def test_the_sandbox_shows_the_system_and_its_own_folders_and_nothing_beside(tmp
     folder leading to one the sandbox needs holds only the way to it."""
     work = tmp_path / "work"
     work.mkdir()
-    ipc = Path(tempfile.mkdtemp(dir=grader.socket_folder()))
     (tmp_path / "grades.csv").write_text("beside")
-    bound = [Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)] + [work, ipc]
+    bound = [Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)] + [work]
     bound = [p for p in bound if not any(p.is_relative_to(s) for s in grader.SYSTEM)]
     expected = {}
     for path in bound:
@@ -627,9 +590,30 @@ def test_the_sandbox_shows_the_system_and_its_own_folders_and_nothing_beside(tmp
         name.strip("/") for name in grader.SYSTEM if os.path.lexists(name)}
     code = ("import json, os\n"
             f"print(json.dumps({{p: sorted(os.listdir(p)) for p in {sorted(expected)!r}}}))")
-    try:
-        done = subprocess.run(grader.sandbox_argv(work, ipc, "x", code=code),
-                              capture_output=True, text=True, check=True, timeout=600)
-    finally:
-        shutil.rmtree(ipc)
+    done = subprocess.run(grader.sandbox_argv(work, "x", code=code),
+                          capture_output=True, text=True, check=True, timeout=600)
     assert json.loads(done.stdout) == {k: sorted(v) for k, v in expected.items()}
+
+
+def test_the_roster_maps_an_lms_export_and_a_mismatch_is_a_mismatch(graded):
+    """Graded under the roster's id (her variant), not the folder's name; a
+    notebook emptying BOOK_STUDENT answers the book's variant, not its own."""
+    ana, cheat = (rows_of(graded, name) for name in ROLL)
+    assert [(r["id"], r["points"], r["failure"]) for r in ana] == [("s-48213", "1", "")] * 3
+    assert [r["points"] for r in cheat] == ["1", "1", "0"], cheat
+    assert [r["failure"] for r in rows_of(graded, "stranger")] == [
+        "not graded: a roster mismatch, not a wrong answer: no row of the roster names "
+        "this folder (its folder or email column); add one and grade again"]
+
+
+def test_a_resumed_run_runs_nothing_again_and_grades_the_same(graded):
+    assert (graded["folder"] / "grades.csv").read_text() == graded["first"]
+
+
+@pytest.mark.parametrize("roster, says", [("id,name\n1,ana", "a roster is a CSV with an 'id'"),
+                                          ("id,folder\n1,ana\n2,Ana", "3: 'ana' names two"),
+                                          ("id,folder,email\n,ana,", "2: an id and a folder")])
+def test_a_bad_roster_is_a_clear_error(tmp_path, roster, says):
+    (tmp_path / "roster.csv").write_text(roster)
+    with pytest.raises(SystemExit, match=re.escape(says)):
+        grader.read_roster(tmp_path / "roster.csv")

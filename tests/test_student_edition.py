@@ -375,7 +375,8 @@ def test_grading_notebook_is_the_student_notebook_with_hidden_tests(path):
     stripped = copy.deepcopy(grading)
     for cell in stripped.cells:
         if "exercise-check" in tags(cell):
-            cell.source = student_edition.without_hidden_tests(cell.source)
+            cell.source = student_edition.without_hidden_tests(cell.source).replace(
+                ': passed")', ': form ok; graded later")')  # the grader's verdict, not the cell's
     assert stripped == student
     book = nbformat.read(path, as_version=4)
     book_checks = [c.source for c in book.cells if "exercise-check" in tags(c)]

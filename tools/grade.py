@@ -1,149 +1,102 @@
-"""Grade a class's student notebooks with nbgrader: `make grade SUBMISSIONS=folder`.
+"""Grade a class's student notebooks: `make grade SUBMISSIONS=folder`.
 
-    python -m tools.grade FOLDER [--timeout 600] [--cell-timeout 120] [--memory-mb 6000]
+    python -m tools.grade FOLDER [--roster ROSTER.csv] [--regrade] [--jobs N]
+        [--timeout 600] [--cell-timeout 120] [--memory-mb 6000]
 
-FOLDER holds one sub-folder per student, each with any of the student
-notebooks (book/student/), under any file name (Colab saves "Copy of
-01_reproduce_the_error.ipynb"). It writes FOLDER/grades.csv (COLUMNS: a row
-per exercise graded, and one per file, folder or student not graded, saying
-why) and FOLDER/feedback/STUDENT.md (the same, for the student). Whatever a
-file holds or is (nesting too deep, wrong types, not JSON, over NOTEBOOK_MB,
-binary; a link, a folder or a pipe named like a notebook, a file beside the
-student folders), it is a row, and the others are graded. A student folder
-named like what the grader writes (`feedback`, `grades.csv`) or hidden is not
-graded, and the outputs go to the next free names (`grades-1.csv`, `feedback-1/`).
+FOLDER holds one sub-folder per student (an LMS export's), each with any of
+the student notebooks (book/student/) under any file name; a notebook's
+chapter is read from its exercise cells' ids. It writes FOLDER/grades.csv
+(COLUMNS: a row per exercise graded, and one per file, folder or student not
+graded, saying why) and FOLDER/feedback/STUDENT.md. Whatever a file holds or
+is (nesting too deep, wrong types, not JSON, over NOTEBOOK_MB, binary; a
+link, a folder or a pipe named like a notebook, a file beside the student
+folders), it is a row, and the others are graded. A folder named like what
+the grader writes or hidden is not graded, and the outputs go to the next
+free names (`grades-1.csv`). Of a chapter handed in twice, the copy with
+more answer cells changed is graded (the first by name on a tie). The
+roster (`read_roster`: `id`, and `folder` and/or `email`) maps a folder,
+Moodle's `_48213_assignsubmission_file_` ignored, to the student's id, which
+picks the variants (BOOK_STUDENT); a folder it does not name is a row
+saying so. Without a roster, the folder's name is the id.
 
-The grading is nbgrader's: each chapter is an assignment whose source is
-`tools.student.grading_notebook(stem)` (the checks keep their hidden tests),
-and `nbgrader autograde` runs each submission with those checks put back in
-place of the student's copies (locked cells), under per-cell time-outs, errors
-allowed, so that one exercise's failure costs only its point. Its nbgrader
-metadata is cleaned first (`cleaned`): nbgrader refuses a notebook with two
-cells of one id (a pasted check), and a student must not make a check worth
-100 points or unlock it. A deleted check scores 0.
-Why nbgrader: it grades a class locally, with no service to run, keeps grades
-in a SQLite gradebook, locks the checks, and time-limits cells. otter-grader
-grades a class only in Docker containers (`otter grade`); without Docker, one
-notebook at a time (`otter run`).
+The student's code computes; it never judges. Each notebook runs in the
+sandbox (tools/grade_run.py), the grader's checks (hidden tests included) in
+place of the student's, each assert recording its operands (`traced`), and
+hands back that data. A reference run of the book's chapter (its solutions),
+in a sandbox no student's code touched, records the same checks for each
+student's id and plain-data answers, and this process, which reads only
+data, gives a point when the two records agree and every check of the
+reference held (`verdict`), else says which operand differed, what was
+expected and what was got. Whatever a notebook does to Python, IPython,
+torch or memory changes only its data. The limit: the checks run in the
+student's process, so a notebook that rewrites its data into what the
+checks expect (their literals, their reference computations) gets the
+points, as one that pastes the book's solutions does.
+Notebooks run in parallel (`--jobs`: as many as cores and memory allow),
+a line each shows the progress; FOLDER/.grading/ keeps what was graded, so
+an interrupted run resumes (--regrade runs it all again). grades.csv is safe
+to open in a spreadsheet (`spreadsheet_safe`, after OWASP's advice).
 
-The sandbox. Only the student's code is untrusted, and it runs only in the
-kernel: nbgrader (its gradebook, the chapter templates, nbclient) runs
-outside, as the grader, and starts each kernel through a kernel spec of its
-own whose command is bubblewrap (`sandbox_argv`):
-- no network: the kernel talks to nbclient over ZeroMQ `ipc` sockets in a
-  folder bound into the sandbox, since the sandbox has its own loopback;
-- its own PID namespace and --die-with-parent: when the kernel exits or
-  nbgrader is killed, every process the notebook started dies with it (one
-  of `Popen(..., start_new_session=True)` included);
-- of the file system, only the system's folders, the virtualenv and its
-  Python, read-only, a tmpfs /tmp, and its own working and socket folders
-  writable; the folders leading to these are empty, so nothing beside them
-  (the class folder, another section's, a grades.csv, the repository, the
-  home folder, the grader's scratch folders) exists in the sandbox;
-- run by root, the kernel becomes `nobody` with every capability dropped (a
-  mistake in the binds leaves it no root's rights) under a process limit (a
-  fork bomb stops); run by another user, bwrap makes a user namespace and the
-  kernel stays that user, without the process limit (it would count all that
-  user's processes); address space, file size and core files are limited;
-- the environment is cleared but for HOME, TMPDIR, the book's CPU-kernel
-  variables and BOOK_STUDENT (the student edition picks the student's variant
-  of an exercise from it).
-Before the first student, a canary checks that the sandbox holds (`canary`);
-if not (bwrap unable to make namespaces, for one) the grader stops with what
-bwrap said and grades no one.
-nbgrader itself runs under an address-space limit too: nbclient keeps all a
-notebook prints, and a notebook printing without end must fail its own
-grading, not exhaust the grader's machine.
-A cell's time-out interrupts the kernel by a message (the kernel spec's
-`interrupt_mode`: a signal to bwrap would not reach the kernel); it bounds
-the outputs that follow a cell's reply too, and the kernel's start has the
-notebook's time-out (nbclient's own 4 s and 60 s fail a notebook on a busy
-machine for no fault of the student's). A notebook's time-out kills
-nbgrader's process group, bwrap with it and the kernel's PID namespace with
-bwrap, whatever the kernel is doing (a C call that ignores signals included),
-and the grader returns at once: nbgrader's output goes to a file, not a pipe
-a stray process could hold open.
-
-Why bubblewrap: a single small setuid-free program packaged by Debian, which
-runs a command in fresh namespaces with exactly the mounts given on its
-command line and nothing else to configure; the kernel spec calls it per
-kernel, with no daemon. nsjail is not packaged by Debian 12 (built from
-source, configured in protobuf files) and firejail is a setuid-root program
-with a large profile system meant for desktop applications, whose past
-privilege escalations make it a poor fit for a grader that runs as root.
-
-Reading the grade (`verdicts`). The gradebook lies outside the sandbox, so
-the notebook cannot write it; a check gets its points only if its cell in
-nbgrader's output ran, raised nothing and printed `Exercise N: passed`: a
-check blanked by an input transformer the notebook installed scores 0. A
-check that passed but wrote a warning to stderr keeps its point: nbgrader
-alone would give it 0 with no reason shown. The known limit: the checks run
-in the student's kernel, so a notebook could still forge a check's output on
-purpose (replace `print`, or patch what a check calls); the restored checks
-and the success line make that a deliberate act, a row tells the teacher when
-a student's cell uses the hooks it would take (`hooks_touched`), and hidden
-tests check what the student cannot see.
-
-Of a chapter handed in twice, the copy with more answer cells changed from
-the stub is graded (the first by name on a tie), and a row names the other. A
-notebook's chapter is read from its exercise cells' ids, not its file name.
-grades.csv is safe to open in a spreadsheet (`spreadsheet_safe`, after OWASP's
-CSV injection advice).
+The sandbox (`sandbox_argv`, bubblewrap: small, setuid-free, packaged by
+Debian, exactly the mounts on its command line): no network, its own PID
+namespace (every process a notebook starts dies with it), of the file system
+only the system's folders, the virtualenv and its Python, read-only, a tmpfs
+/tmp and its own working folder, the folders leading to them empty (no class
+folder, no other section, no grades.csv); as root the notebook runs as
+`nobody` with no capability under a process limit; address space, file size
+and core files are limited; the environment is cleared but for the book's
+CPU-kernel variables and BOOK_STUDENT. A notebook's time-out kills its
+process group. Before the first student a canary checks that the sandbox
+holds (`canary`), else the grader stops with what bwrap said.
 """
 import argparse
+import ast
 import csv
+import functools
+import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 
 import tools.student
+from tools.book import tags
 from tools.student import STUDENT
 
-COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "failure"]
+COLUMNS = ["student", "id", "notebook", "exercise", "points", "max_points", "failure"]
 GRADE_ID = re.compile(r"^ch(\d\d)-exercise-(\d+)-(check|answer)$")
 RESERVED = {"grades.csv", "feedback"}
 A_FILE = "not graded: a file, not a student's folder (one sub-folder per student)"
-KERNEL = "book-sandbox"
 NOBODY = 65534
 MEMORY_MB = 6000
-GRADER_MEMORY_MB = 4000
+JOB_MB = 2000  # what a chapter's run holds, at most: the parallel runs fit in memory
 PROCESSES = 512
 FILE_MB = 1000
 TMP_MB = 1000
 NOTEBOOK_MB = 50
+RUNNER = Path(__file__).with_name("grade_run.py")
 # the folders the sandbox shows, read-only: nothing else of the machine's
 SYSTEM = ("/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-PASSED = "Exercise {}: passed"
 UNSAFE_START = ("=", "+", "-", "@", "\t", "\r")
-HOOKS = re.compile(r"\b(input_transformers\w*|ast_transformers|events\.register|"
-                   r"set_custom_exc|register_magic\w*|sys\.(?:stdout|__stdout__|displayhook)|"
-                   r"builtins|__builtins__)\b")
-# the CPU-kernel variables of the book (tools.book.CPU_KERNELS) and the like,
-# passed into the sandbox
+# into the sandbox: the book's CPU-kernel variables (tools.book.CPU_KERNELS) and the like
 PASS_THROUGH = ("ATEN_", "MKL_", "ONEDNN_", "OMP_", "LANG", "LC_")
+MOODLE = re.compile(r"_\d+_assignsubmission_\w*$")
 
 
 def shipped():
     """{chapter number: path of its student notebook}."""
     return {int(path.name[:2]): path for path in sorted(STUDENT.glob("[0-9][0-9]_*.ipynb"))}
-
-
-def source_notebook(stem):
-    """The nbgrader source of chapter `stem`: tools.student's grading notebook
-    (the student notebook whose checks keep their hidden tests)."""
-    made = tools.student.grading_notebook(stem)
-    if isinstance(made, (str, Path)):
-        return nbformat.read(made, as_version=4)
-    return nbformat.from_dict(made)
 
 
 def first_line(text):
@@ -164,29 +117,6 @@ def chapter_of(notebook):
     return chapters.pop() if len(chapters) == 1 else None
 
 
-def checks_of(notebook):
-    """[(exercise number, grade id)] of a source notebook's checks."""
-    found = [(int(m[2]), m[0]) for m in map(GRADE_ID.match, map(grade_id_of, notebook.cells))
-             if m and m[3] == "check"]
-    if not found:
-        raise ValueError("no nbgrader check cell in the source notebook (run make generate)")
-    return found
-
-
-def error_line(cell):
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            return first_line(f"{output.get('ename', '')}: {output.get('evalue', '')}"
-                              if output.get("evalue") else output.get("ename", ""))
-    return ""
-
-
-def stdout_lines(cell):
-    text = "".join(output.get("text", "") for output in cell.get("outputs", [])
-                   if output.get("output_type") == "stream" and output.get("name") == "stdout")
-    return [line.strip() for line in text.splitlines()]
-
-
 def answered_count(notebook, stubs):
     """How many answer cells of `notebook` differ from the stubs ({grade id: source})."""
     return sum(1 for cell in notebook.cells
@@ -194,50 +124,200 @@ def answered_count(notebook, stubs):
                and cell.source.strip() != stubs[grade_id_of(cell)].strip())
 
 
-def cleaned(notebook, source):
-    """`notebook` with nbgrader metadata only on one cell per id of `source`
-    (the source's metadata): for an answer, its first cell; for a check, the
-    first after the kept answer cell (else the first). Returns (notebook,
-    [grade ids of `source` missing from it])."""
-    wanted = {grade_id_of(cell): cell.metadata["nbgrader"] for cell in source.cells
-              if grade_id_of(cell)}
-    places = {}
-    for index, cell in enumerate(notebook.cells):
-        if grade_id_of(cell) in wanted:
-            places.setdefault(grade_id_of(cell), []).append(index)
-    keep = {}
-    for grade_id, indexes in places.items():
-        answer = -1
-        if grade_id.endswith("-check"):
-            answer = places.get(grade_id.removesuffix("-check") + "-answer", [-1])[0]
-        keep[grade_id] = next((i for i in indexes if i > answer), indexes[0])
-    kept = set(keep.values())
-    for index, cell in enumerate(notebook.cells):
-        if "nbgrader" in cell.get("metadata", {}):
-            if index in kept:
-                cell.metadata["nbgrader"] = json.loads(json.dumps(wanted[grade_id_of(cell)]))
-            else:
-                del cell.metadata["nbgrader"]
-    return notebook, [grade_id for grade_id in wanted if grade_id not in keep]
-
-
-def hooks_touched(notebook, source):
-    """(code cell number, hook) of the first cell of `notebook`, neither a check
-    nor a cell of `source`, that uses one of HOOKS (it could blank or forge the checks)."""
-    code_cells = [c for c in notebook.cells if c.cell_type == "code"]
-    own = {cell.source for cell in source.cells}
-    for number, cell in enumerate(code_cells, 1):
-        if grade_id_of(cell).endswith("-check") or cell.source in own:
-            continue
-        found = HOOKS.search(cell.source)
-        if found:
-            return number, found[0]
-    return None
-
-
 def spreadsheet_safe(value):
     """`value`, prefixed with ' if a spreadsheet would run it as a formula."""
     return f"'{value}" if isinstance(value, str) and value.startswith(UNSAFE_START) else value
+
+
+# -- the checks, the runs and the verdict ----------------------------------
+
+def traced(source):
+    """(code, [[assert's text, [operand texts]]]) of a check cell's `source`:
+    each `assert test, message` records the operands of `test` (the sides of
+    a comparison, the arguments of a call, what all()/any() test, the rest as
+    a whole) and whether it held; id() gives numbers in order of first sight."""
+    asserts = []
+
+    def seen(node, texts):
+        texts.append(ast.unparse(node))
+        return ast.Call(ast.Name("_g_seen"), [node, ast.Constant(len(texts) - 1)], [])
+
+    def operands(node, texts):
+        if isinstance(node, ast.BoolOp):
+            node.values = [operands(value, texts) for value in node.values]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node.operand = operands(node.operand, texts)
+        elif isinstance(node, ast.Compare):
+            node.left = seen(node.left, texts)
+            node.comparators = [seen(c, texts) for c in node.comparators]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("all", "any")
+              and node.args and isinstance(node.args[0], (ast.GeneratorExp, ast.ListComp))):
+            node.args[0].elt = operands(node.args[0].elt, texts)
+        elif isinstance(node, ast.Call) and node.args:
+            node.args = [seen(arg, texts) for arg in node.args]
+        else:
+            return seen(node, texts)
+        return node
+
+    class Trace(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "id":
+                node.func = ast.Name("_g_id")
+            return node
+
+        def visit_Assert(self, node):
+            self.generic_visit(node)
+            texts = []
+            asserts.append([ast.unparse(node.test), texts])
+            held = ast.Call(ast.Name("_g_held"), [ast.Constant(len(asserts)),
+                                                  operands(node.test, texts)], [])
+            fail = ast.Raise(ast.Call(ast.Name("AssertionError"),
+                                      [node.msg] if node.msg else [], []))
+            return ast.If(ast.UnaryOp(ast.Not(), held), [fail], [])
+
+    tree = ast.fix_missing_locations(Trace().visit(ast.parse(source)))
+    return ast.unparse(tree), asserts
+
+
+@functools.lru_cache
+def checks(stem):
+    """{exercise number: (traced code, asserts, names its answer assigns)} of
+    chapter `stem`: the grading notebook's checks (hidden tests kept)."""
+    found, names = {}, {}
+    for cell in tools.student.grading_notebook(stem).cells:
+        match = GRADE_ID.match(grade_id_of(cell))
+        if match and match[3] == "answer":
+            names[int(match[2])] = tools.student.stub_names(cell.source)
+        elif match:
+            found[int(match[2])] = (*traced(cell.source), names.get(int(match[2]), []))
+    return found
+
+
+def job_cell(cell, number, check=None, its=None):
+    return dict(code=its[0], number=number, check=check, names=its[2]) if check else dict(
+        code=cell.source, number=number, raises="raises-exception" in tags(cell))
+
+
+def student_cells(notebook, its_checks):
+    """The job's cells of a student's notebook: its code cells, the grader's
+    check of exercise N in place of the first check cell after the answer
+    (after the answer cell if the check was deleted; first if both were)."""
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    kinds = [GRADE_ID.match(grade_id_of(c)) for c in code]
+    replace, after = {}, {}
+    for number in its_checks:
+        answer = next((i for i, m in enumerate(kinds)
+                       if m and m.group(2, 3) == (str(number), "answer")), -1)
+        at = next((i for i, m in enumerate(kinds) if i > answer and m
+                   and m.group(2, 3) == (str(number), "check")), None)
+        if at is None:
+            after.setdefault(answer, []).append(number)
+        else:
+            replace[at] = number
+    cells = [job_cell(None, 0, n, its_checks[n]) for n in after.get(-1, [])]
+    for index, cell in enumerate(code):
+        cells.append(job_cell(cell, index + 1, replace.get(index), its_checks.get(
+            replace.get(index))))
+        cells += [job_cell(None, 0, n, its_checks[n]) for n in after.get(index, [])]
+    return cells
+
+
+def reference_job(stem, its_checks):
+    """The job's cells of the book's chapter `stem` (its solutions), with the
+    grader's checks, and where to fork: the exercises, or the first cell
+    that reads the student's id if that comes first."""
+    book = nbformat.read(tools.student.chapter_path(stem), as_version=4)
+    start = min([tools.student.exercises_start(book)] + [
+        i for i, c in enumerate(book.cells) if "BOOK_STUDENT" in c.source])
+    cells, answers, fork_at = [], 0, None
+    for index, cell in enumerate(book.cells):
+        if index >= start and fork_at is None:
+            fork_at = len(cells)
+        if cell.cell_type != "code":
+            continue
+        answers += "solution" in tags(cell)
+        check = answers if "exercise-check" in tags(cell) else None
+        cells.append(job_cell(cell, index + 1, check, its_checks.get(check)))
+    return dict(cells=cells, fork_at=fork_at)
+
+
+def read_data(path):
+    """The JSON in the file `path` (a regular file, not a link, at most
+    NOTEBOOK_MB), or {"unreadable": why}: whatever a notebook left there."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > NOTEBOOK_MB * 2**20:
+                raise ValueError(f"not a file or over {NOTEBOOK_MB} MB")
+            return json.loads(f.read())
+    except Exception as error:  # whatever it holds, it is data, never the end
+        return {"unreadable": first_line(f"{type(error).__name__}: {error}")}
+
+
+def sandboxed(job, student, limits, scratch_root, names=("data",)):
+    """({name: data} of the files NAME.json a run of tools/grade_run.py on
+    `job` wrote, in the sandbox as `student`; exit code, None if it timed out)."""
+    timeout, memory_mb = limits[0] * (1 + len(job.get("requests", []))), limits[2]
+    work = Path(tempfile.mkdtemp(prefix="grade-", dir=scratch_root))
+    try:
+        if os.geteuid() == 0:
+            os.chown(work, NOBODY, NOBODY)
+        (work / "job.json").write_text(json.dumps(job))
+        argv = sandbox_argv(work, student, memory_mb, RUNNER.read_text(),
+                            [str(work / "job.json"), str(work / "data.json")])
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            code = None
+        return {name: read_data(work / f"{name}.json") for name in names
+                if os.path.lexists(work / f"{name}.json")}, code
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def same(got, expected):
+    """Whether the data `got` is `expected`'s: equal, floats within 1e-6 relative."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(got, float):
+        return abs(got - expected) <= 1e-9 + 1e-6 * abs(expected)
+    if isinstance(got, list):
+        return len(got) == len(expected) and all(map(same, got, expected))
+    if isinstance(got, dict):
+        return got.keys() == expected.keys() and all(same(got[k], expected[k]) for k in got)
+    return got == expected
+
+
+def shown(value):
+    text = json.dumps(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def verdict(got, expected, asserts):
+    """'' if the student's trace `got` is the reference's `expected` and every
+    check of the reference held, else why not, as the student can act on it."""
+    for mine, theirs in zip(got + [None] * len(expected), expected):
+        if theirs[0] == "error":
+            return f"with your answer, the check raised {theirs[1]}"
+        if not mine or mine[0] != "assert" or mine[1] != theirs[1]:
+            return mine[1] if mine and mine[0] == "error" else (
+                "the check did not run as the grader's does (stopped early or changed)")
+        test, texts = asserts[theirs[1] - 1]
+        ours = mine[2] if len(mine[2]) == len(theirs[2]) else [[None, "?"]] * len(theirs[2])
+        wrong = [f"`{texts[j]}` is {shown(got_value)}, expected {shown(value)}"
+                 for (j, value), (k, got_value) in zip(theirs[2], ours)
+                 if k != j or not same(got_value, value)]
+        if wrong:
+            return "; ".join(wrong[:2])[:600]
+        if not theirs[3] or mine[3] is not True:
+            return f"`{test}` does not hold: " + "; ".join(
+                f"`{texts[j]}` is {shown(value)}" for j, value in theirs[2])[:600]
+    return "" if len(got) == len(expected) else "the check did not run as the grader's does"
 
 
 # -- the sandbox ----------------------------------------------------------
@@ -266,27 +346,24 @@ def _binds(paths):
     return argv
 
 
-def sandbox_argv(work, ipc, student, memory_mb=MEMORY_MB, code=None):
-    """The kernel spec's command: ipykernel in bubblewrap (the module's
-    docstring), `work` its one writable folder, `ipc` the folder of its
-    sockets and connection file; with `code`, that Python code instead of
-    the kernel (the canary)."""
+def sandbox_argv(work, student, memory_mb=MEMORY_MB, code="", args=()):
+    """bwrap's command running the Python `code` (with `args`) in the sandbox
+    (the module's docstring), `work` its one writable folder."""
     venv = Path(os.path.realpath(sys.prefix))
     base = Path(os.path.realpath(sys.base_prefix))
     python = venv / "bin" / "python"
-    argv = ["bwrap", *_binds([(venv, "--ro-bind"), (base, "--ro-bind"), (work, "--bind"),
-                              (ipc, "--bind")])]
+    argv = ["bwrap", *_binds([(venv, "--ro-bind"), (base, "--ro-bind"), (work, "--bind")])]
     argv += ["--chdir", str(work), "--unshare-ipc", "--unshare-pid", "--unshare-net",
              "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
              "--new-session", "--clearenv"]
     env = {key: value for key, value in os.environ.items() if key.startswith(PASS_THROUGH)}
     env |= dict(HOME="/tmp", TMPDIR="/tmp", PATH=f"{venv}/bin:/usr/local/bin:/usr/bin:/bin",
                 MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/matplotlib", IPYTHONDIR="/tmp/ipython",
-                PYTHONDONTWRITEBYTECODE="1", BOOK_STUDENT=student)
+                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0",
+                BOOK_STUDENT=student)  # the same sets' order and one thread in every run
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
-    # as root in the sandbox: copy the connection file (readable by root alone)
-    # to the sandbox's /tmp, then become nobody, without capabilities, limited
+    # as root in the sandbox: become nobody, without capabilities, limited
     limits = [f"--as={memory_mb * 2**20}", f"--fsize={FILE_MB * 2**20}", "--core=0"]
     become = ""
     if os.geteuid() == 0:
@@ -295,11 +372,9 @@ def sandbox_argv(work, ipc, student, memory_mb=MEMORY_MB, code=None):
                   "--inh-caps=-all --bounding-set=-all --no-new-privs ")
     else:
         argv += ["--unshare-user"]
-    start = f"exec prlimit {' '.join(limits)} -- {become}{shlex.quote(str(python))} "
-    script = ('cat "$1" > /tmp/.connection.json && chmod 0444 /tmp/.connection.json && '
-              f'shift && {start}-m ipykernel_launcher -f /tmp/.connection.json "$@"'
-              if code is None else f"{start}-c {shlex.quote(code)}")
-    return argv + ["--", "/bin/sh", "-c", script, "sh", "{connection_file}"]
+    command = [str(python), "-c", code, *args]
+    return argv + ["--", "/bin/sh", "-c", f"exec prlimit {' '.join(limits)} -- {become}"
+                   + " ".join(map(shlex.quote, command))]
 
 
 def canary(folder, scratch_root, memory_mb, timeout):
@@ -313,12 +388,11 @@ def canary(folder, scratch_root, memory_mb, timeout):
             "assert [n for _, n in socket.if_nameindex()] == ['lo'], 'the network is seen'\n"
             "print('the sandbox holds', os.getuid())")
     work = Path(tempfile.mkdtemp(prefix="canary-", dir=scratch_root))
-    ipc = Path(tempfile.mkdtemp(prefix="ipc-", dir=socket_folder()))
     try:
         if os.geteuid() == 0:
             os.chown(work, NOBODY, NOBODY)
         try:
-            done = subprocess.run(sandbox_argv(work, ipc, "canary", memory_mb, code),
+            done = subprocess.run(sandbox_argv(work, "canary", memory_mb, code),
                                   stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                   errors="replace", timeout=timeout)
             said = (done.stderr + done.stdout).strip() or f"nothing (exit code {done.returncode})"
@@ -327,186 +401,9 @@ def canary(folder, scratch_root, memory_mb, timeout):
             said, held = f"nothing in {timeout} s", False
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(ipc, ignore_errors=True)
     if not held:
         raise SystemExit("the grading sandbox (bubblewrap) does not hold, so nothing was "
                          f"graded; bwrap and the Python in it said:\n{said}")
-
-
-def nbgrader_env(scratch):
-    """The environment of nbgrader: every folder it writes in is in `scratch`;
-    its one kernel spec is the sandbox's."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("JUPYTER", "IPYTHON", "MPL", "JPY", "PYTHONPATH"))}
-    for name, sub in [("HOME", "home"), ("JUPYTER_CONFIG_DIR", "jupyter/config"),
-                      ("JUPYTER_DATA_DIR", "jupyter/data"),
-                      ("JUPYTER_RUNTIME_DIR", "jupyter/runtime"),
-                      ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib"),
-                      ("TMPDIR", "tmp")]:
-        (scratch / sub).mkdir(parents=True, exist_ok=True)
-        env[name] = str(scratch / sub)
-    # nbgrader runs `alembic` (its gradebook's migrations) from PATH
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
-def run(command, cwd, env_root, timeout, log):
-    """Run nbgrader's `command` in `cwd` under GRADER_MEMORY_MB, its process
-    group killed at `timeout` seconds (the module's docstring), its output in
-    the file `log`. Returns (exit code or None on time-out, output). The limit
-    is a soft one: the kernel's sandbox, started by nbgrader, sets its own
-    (raising a hard limit needs a capability root may lack in a container)."""
-    command = ["prlimit", f"--as={GRADER_MEMORY_MB * 2**20}:unlimited", "--", *command]
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, cwd=cwd, env=nbgrader_env(env_root),
-                                   stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            code = None
-    return code, Path(log).read_text(errors="replace")
-
-
-def nbgrader(*arguments):
-    return [sys.executable, "-m", "nbgrader", *arguments,
-            "--db=sqlite:///gradebook.db", "--CourseDirectory.root=.", "--log-level=ERROR"]
-
-
-def assignment(stem, templates):
-    """(course folder, source notebook) of a scratch nbgrader course with the
-    assignment `stem` generated (its gradebook knows the checks), made once in `templates`."""
-    course = templates / stem / "course"
-    source_path = course / "source" / stem / f"{stem}.ipynb"
-    if not course.is_dir():
-        source_path.parent.mkdir(parents=True)
-        nbformat.write(source_notebook(stem), source_path)
-        code, output = run(nbgrader("generate_assignment", stem, "--force"), course,
-                           templates / stem / "env", 300, templates / stem / "log.txt")
-        if code != 0:
-            shutil.rmtree(templates / stem, ignore_errors=True)
-            raise SystemExit(f"nbgrader generate_assignment {stem} failed:\n{output}")
-    return course, nbformat.read(source_path, as_version=4)
-
-
-def autograde(notebook, stem, student, limits, templates):
-    """Autograde one submission (a notebook, cleaned) in a course of its own,
-    its kernel in the sandbox. Returns ({grade id: max points}, output
-    notebook or None, problem): `problem` says why nothing could be graded."""
-    timeout, cell_timeout, memory_mb = limits
-    course, _ = assignment(stem, templates)
-    scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=templates))
-    ipc = Path(tempfile.mkdtemp(prefix="ipc-", dir=socket_folder()))
-    try:
-        shutil.copytree(course, scratch / "course")
-        submitted = scratch / "course" / "submitted" / student_id(student) / stem
-        submitted.mkdir(parents=True)
-        nbformat.write(notebook, submitted / f"{stem}.ipynb")
-        work = scratch / "work"
-        work.mkdir()
-        for path in (work, ipc):
-            if os.geteuid() == 0:
-                os.chown(path, NOBODY, NOBODY)
-        spec = scratch / "env" / "jupyter" / "data" / "kernels" / KERNEL
-        spec.mkdir(parents=True)
-        (spec / "kernel.json").write_text(json.dumps(dict(
-            argv=sandbox_argv(work, ipc, student, memory_mb), language="python",
-            display_name="Python 3 (grading sandbox)", interrupt_mode="message")))
-        code, output = run(nbgrader(
-            "autograde", stem, f"--student={student_id(student)}", "--force",
-            f"--Execute.timeout={cell_timeout}", f"--Execute.iopub_timeout={cell_timeout}",
-            f"--Execute.startup_timeout={timeout}", f"--Execute.kernel_name={KERNEL}",
-            "--KernelManager.transport=ipc", f"--KernelManager.ip={ipc}/kernel",
-            f"--KernelManager.connection_file={ipc}/kernel.json",
-            "--KernelSpecManager.ensure_native_kernel=False"),
-            scratch / "course", scratch / "env", timeout, scratch / "log.txt")
-        if code is None:
-            return {}, None, (f"timed out: the notebook ran longer than {timeout} s and "
-                              "was stopped")
-        graded = (scratch / "course" / "autograded" / student_id(student) / stem
-                  / f"{stem}.ipynb")
-        most = max_points(scratch / "course" / "gradebook.db", stem)
-        if code != 0 or not most or not graded.is_file():
-            return {}, None, why_not_graded(output, code, cell_timeout)
-        return most, nbformat.read(graded, as_version=4), ""
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        shutil.rmtree(ipc, ignore_errors=True)
-
-
-def socket_folder():
-    """A folder for the kernel's sockets ("<folder>/kernel-<n>"): the temporary
-    folder, or /tmp if its path is long, since a Unix socket's path holds at
-    most 107 bytes (sockaddr_un.sun_path)."""
-    folder = tempfile.gettempdir()
-    return folder if len(folder) <= 60 else "/tmp"
-
-
-def why_not_graded(output, code, cell_timeout):
-    """One line from nbgrader's output saying why it graded nothing."""
-    errors = re.findall(r"^\s*((?:\w+\.)*\w*(?:Error|Exception)\b.*)$", output, re.M)
-    if any("CellTimeoutError" in line for line in errors):
-        return (f"stopped: a cell ran longer than {cell_timeout} s and did not stop "
-                "when interrupted (CellTimeoutError)")
-    if errors:
-        return first_line(f"nbgrader could not grade it: {errors[-1]}")
-    return f"nbgrader could not grade it (exit code {code})"
-
-
-def max_points(database, stem):
-    """{grade id: max points} of the assignment in nbgrader's gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
-    if not database.is_file():
-        return {}
-    with Gradebook(f"sqlite:///{database}") as gradebook:
-        try:
-            notebook = gradebook.find_notebook(stem, stem)
-        except MissingEntry:
-            return {}
-        return {cell.name: float(cell.max_score) for cell in notebook.grade_cells}
-
-
-def verdicts(graded, checks, most):
-    """[(number, grade id, points, max points, failure)] of nbgrader's output
-    notebook, and the first unexpected error outside the exercises ('' if none)."""
-    cells, answers, stray = {}, {}, ""
-    code_cells = [c for c in graded.cells if c.cell_type == "code"]
-    for number, cell in enumerate(code_cells, 1):
-        grade_id = grade_id_of(cell)
-        match = GRADE_ID.match(grade_id)
-        if not match:
-            if (not stray and error_line(cell)
-                    and "raises-exception" not in cell.metadata.get("tags", [])):
-                stray = f"code cell {number} raised {error_line(cell)}"
-            continue
-        cells[grade_id] = cell
-        if match[3] == "answer" and error_line(cell):
-            answers[match[2]] = f"answer cell: {error_line(cell)}"
-    rows = []
-    for number, grade_id in checks:
-        top = most.get(grade_id, 1.0)
-        cell = cells.get(grade_id)
-        if cell is None:
-            failure = "check cell missing: the exercise's check cell was deleted"
-        elif error_line(cell):
-            failure = answers.get(str(number)) or error_line(cell)
-        elif cell.get("execution_count") is None or not cell.get("outputs"):
-            failure = ("the check did not run or printed nothing (its line "
-                       f"'{PASSED.format(number)}' is missing)")
-        elif PASSED.format(number) not in stdout_lines(cell):
-            failure = f"the check did not print '{PASSED.format(number)}'"
-        else:
-            failure = ""
-        rows.append((number, grade_id, 0 if failure else top, top, failure))
-    return rows, stray
-
-
-def student_id(folder_name):
-    """An id nbgrader accepts, from a student's folder name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", folder_name).strip("._") or "student"
 
 
 def notebooks_in(folder):
@@ -515,9 +412,9 @@ def notebooks_in(folder):
                   and ".ipynb_checkpoints" not in path.parts and path.suffix == ".ipynb")
 
 
-def row(student, notebook="", failure="", exercise="", points=0, most=0):
+def row(student, notebook="", failure="", exercise="", points=0, most=0, ident=""):
     return {key: text(value) for key, value in dict(
-        student=student, notebook=notebook, exercise=exercise, points=_number(points),
+        student=student, id=ident, notebook=notebook, exercise=exercise, points=_number(points),
         max_points=_number(most), failure=failure).items()}
 
 
@@ -550,11 +447,37 @@ def read_notebook(path, chapters):
     return notebook, chapter, ""
 
 
-def grade_student(folder, limits, chapters, templates):
-    """The rows of one student's folder: one per thing named like a notebook
-    that is not graded, one per exercise of each chapter graded."""
-    student = folder.name
-    rows, found, others, handed = [], {}, [], False  # found: {chapter: [(name, notebook)]}
+def read_roster(path):
+    """{folder name or email, lower case: student id} of the roster CSV `path`."""
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        lines = list(csv.DictReader(handle))
+    if not lines or "id" not in lines[0] or not {"folder", "email"} & set(lines[0]):
+        raise SystemExit(f"{path}: a roster is a CSV with an 'id' column and a 'folder' "
+                         "and/or an 'email' column, one row per student")
+    roster = {}
+    for number, line in enumerate(lines, 2):
+        ident = (line.get("id") or "").strip()
+        names = [(line.get(key) or "").strip().lower() for key in ("folder", "email")]
+        if not ident or not any(names):
+            raise SystemExit(f"{path}, line {number}: an id and a folder or an email, each row")
+        for name in filter(None, names):
+            if roster.setdefault(name, ident) != ident:
+                raise SystemExit(f"{path}, line {number}: {name!r} names two students")
+    return roster
+
+
+def roster_id(name, roster):
+    """The id of the student whose folder is `name` (None: not on the roster)."""
+    if roster is None:
+        return name
+    name = name.strip().lower()
+    return roster.get(name) or roster.get(MOODLE.sub("", name))
+
+
+def collect(folder, student, chapters):
+    """(rows, {chapter: [(file name, notebook)]}) of one student's folder: a
+    row per thing named like a notebook that is not graded."""
+    rows, found, others, handed = [], {}, [], False
     for path in sorted(folder.rglob("*")):
         name = str(path.relative_to(folder))
         if ".ipynb_checkpoints" in path.parts:
@@ -577,21 +500,13 @@ def grade_student(folder, limits, chapters, templates):
                 found.setdefault(chapter, []).append((name, notebook))
     if not handed:
         seen = f" (only {', '.join(others[:3])})" if others else ""
-        return rows + [row(student, failure=f"no notebook submitted{seen}")]
-    for chapter, copies in sorted(found.items()):
-        stem = chapters[chapter].stem
-        try:
-            rows += grade_chapter(copies, chapters[chapter], student, limits, templates)
-        except Exception as error:  # a bad notebook is a row, never the end
-            rows.append(row(student, copies[0][0], first_line(
-                f"not graded: the grader failed on this copy of {stem}.ipynb "
-                f"({type(error).__name__}: {error})")))
-    return rows
+        rows.append(row(student, failure=f"no notebook submitted{seen}"))
+    return rows, found
 
 
-def grade_chapter(copies, path, student, limits, templates):
-    """The rows of one chapter handed in as `copies` ([(file name, notebook)]):
-    the copy with the most answered cells is graded."""
+def grade_chapter(copies, path, student):
+    """(rows, shown name, notebook) of one chapter handed in as `copies`
+    ([(file name, notebook)]): the copy with the most answered cells."""
     stem = path.stem
     stubs = {grade_id_of(c): c.source for c in nbformat.read(path, as_version=4).cells
              if grade_id_of(c).endswith("-answer")}
@@ -602,34 +517,64 @@ def grade_chapter(copies, path, student, limits, templates):
         f"a second copy of {stem}.ipynb, not graded: {name} was graded "
         f"({counts[best]} answered cells against {counts[index]})"))
         for index, (other, _) in enumerate(copies) if index != best]
-    shown = f"{stem}.ipynb" if name == f"{stem}.ipynb" else f"{stem}.ipynb (file: {name})"
-    return rows + grade_notebook(notebook, stem, student, shown, limits, templates)
+    return rows, f"{stem}.ipynb" if name == f"{stem}.ipynb" else f"{stem}.ipynb (file: {name})", \
+        notebook
 
 
-def grade_notebook(notebook, stem, student, shown, limits, templates):
-    _, source = assignment(stem, templates)
-    checks = checks_of(source)
-    notebook, missing = cleaned(notebook, source)
-    most, graded, problem = autograde(notebook, stem, student, limits, templates)
-    rows = []
-    if problem:
-        for number, grade_id in checks:
-            failure = ("check cell missing: the exercise's check cell was deleted"
-                       if grade_id in missing else problem)
-            rows.append(row(student, shown, failure, number, 0, most.get(grade_id, 1)))
-        return rows
-    found, stray = verdicts(graded, checks, most)
-    if stray:
-        rows.append(row(student, shown, first_line(
-            f"outside the exercises, {stray} (the checks ran anyway)")))
-    touched = hooks_touched(notebook, source)
-    if touched:
-        rows.append(row(student, shown, first_line(
-            f"for the teacher: code cell {touched[0]} uses {touched[1]}, which can change "
-            "how the checks run or what they print; read the notebook")))
-    for number, _, points, top, failure in found:
-        rows.append(row(student, shown, failure, number, points, top))
+def kept(cache, key):
+    """The file of `cache` keeping what was made from `key` (a resumed run reads it)."""
+    return cache / (hashlib.sha256(json.dumps(key).encode()).hexdigest() + ".json")
+
+
+def keep(path, made):
+    path.with_suffix(".part").write_text(json.dumps(made))
+    path.with_suffix(".part").replace(path)
+    return made
+
+
+def parallel(function, items, jobs, what):
+    """[function(item)] of `items`, `jobs` at a time, a line of progress each."""
+    start, results = time.monotonic(), []
+    with ThreadPoolExecutor(jobs) as pool:
+        for done, result in enumerate(pool.map(function, items), 1):
+            results.append(result)
+            spent = time.monotonic() - start
+            print(f"{what}: {done}/{len(items)}, {spent:.0f} s, about "
+                  f"{spent / done * (len(items) - done):.0f} s left", flush=True)
+    return results
+
+
+def exercise_rows(job, result, reference, limits):
+    """The rows of one graded notebook, from its data and the reference's."""
+    student, ident, stem, shown_as, _ = job
+    data, rows = result["data"] if isinstance(result["data"], dict) else {}, []
+    if isinstance(data.get("stray"), str) and data["stray"]:
+        rows.append(row(student, shown_as, first_line(
+            f"outside the exercises, {data['stray']} (the checks ran anyway)"), ident=ident))
+    for number, (_, asserts, _) in checks(stem).items():
+        try:
+            got = data.get("traces", {}).get(str(number))
+            expected = reference.get("traces", {}).get(str(number))
+            if expected is None:
+                failure = f"the grader's reference run failed: {reference.get('unreadable')}"
+            elif got is None:
+                failure = (f"timed out: the notebook ran longer than {limits[0]} s and was "
+                           "stopped" if result["code"] is None else first_line(
+                               "the notebook ended before this check ran (exit code "
+                               f"{result['code']}) {data.get('unreadable', '')}"))
+            else:
+                failure = verdict(got, expected, asserts)
+        except Exception as error:  # whatever the data is, a row
+            failure = first_line(f"the data the notebook handed back is not the grader's "
+                                 f"({type(error).__name__}: {error})")
+        rows.append(row(student, shown_as, failure, number, 0 if failure else 1, 1, ident))
     return rows
+
+
+def default_jobs():
+    """As many notebooks at a time as cores, and as JOB_MB fit in free memory."""
+    free = re.search(r"MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text())
+    return max(1, min(os.cpu_count() or 1, int(free[1]) // 1024 // JOB_MB if free else 1))
 
 
 def _number(value):
@@ -667,19 +612,22 @@ def free_name(folder, name):
     raise SystemExit(f"{folder}: no free name for {name}")
 
 
-def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=MEMORY_MB):
+def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=MEMORY_MB,
+          roster=None, jobs=None, regrade=False):
     """Grade every student's folder of `folder`, write grades.csv and feedback/,
     return the rows; scratch folders go in `scratch_root` (default: the system's)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SystemExit(f"SUBMISSIONS={folder}: not a folder")
+    jobs = default_jobs() if jobs is None else jobs
     for name, value in [("timeout", timeout), ("cell_timeout", cell_timeout),
-                        ("memory_mb", memory_mb)]:
+                        ("memory_mb", memory_mb), ("jobs", jobs)]:
         if not isinstance(value, int) or value < 1:
             raise SystemExit(f"{name}={value!r}: a whole number of at least 1")
     if shutil.which("bwrap") is None:
         raise SystemExit("bubblewrap (bwrap) is missing: the notebooks run in its "
                          "sandbox (Debian/Ubuntu: apt-get install bubblewrap)")
+    roster = None if roster is None else read_roster(roster)
     chapters = shipped()
     grades_csv = free_name(folder, "grades.csv")
     feedback_dir = free_name(folder, "feedback")
@@ -700,25 +648,68 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
                 rows.append(row(name, failure=(
                     "not graded: the folder's name is hidden (starts with a dot) or one the "
                     "grader writes (grades.csv, feedback); rename the folder and grade again")))
+        elif roster_id(name, roster) is None:
+            rows.append(row(name, failure=(
+                "not graded: a roster mismatch, not a wrong answer: no row of the roster "
+                "names this folder (its folder or email column); add one and grade again")))
         else:
             students.append(path)
     if not students and all(r["failure"] == A_FILE for r in rows):
         raise SystemExit(f"{folder}: no student folder in it (one sub-folder per student)")
     canary(folder, scratch_root, memory_mb, timeout)
-    templates = Path(tempfile.mkdtemp(prefix="grading-", dir=scratch_root))
-    try:
-        for path in students:
-            print(f"grading {text(path.name)} ...", flush=True)
-            try:
-                per_student[path.name] = grade_student(
-                    path, (timeout, cell_timeout, memory_mb), chapters, templates)
-            except Exception as error:  # a bad folder is a row, never the end
-                per_student[path.name] = [row(path.name, failure=first_line(
-                    f"not graded: the grader failed on this folder ({type(error).__name__}: "
-                    f"{error})"))]
-            rows += per_student[path.name]
-    finally:
-        shutil.rmtree(templates, ignore_errors=True)
+    limits, todo = (timeout, cell_timeout, memory_mb), []
+    for path in students:
+        name, ident = path.name, roster_id(path.name, roster)
+        try:
+            per_student[name], found = collect(path, name, chapters)
+            for chapter, copies in sorted(found.items()):
+                more, shown_as, notebook = grade_chapter(copies, chapters[chapter], name)
+                per_student[name] += more
+                stem = chapters[chapter].stem
+                job = dict(cells=student_cells(notebook, checks(stem)),
+                           cell_timeout=cell_timeout)
+                todo.append((name, ident, stem, shown_as, job))
+        except Exception as error:  # a bad folder is a row, never the end
+            per_student[name] = [row(name, failure=first_line(
+                f"not graded: the grader failed on this folder ({type(error).__name__}: "
+                f"{error})"))]
+    cache = folder / ".grading"
+    cache.mkdir(exist_ok=True)
+
+    def run_student(item):
+        path = kept(cache, [RUNNER.read_text(), item[1], item[4], limits])
+        if path.is_file() and not regrade:
+            return json.loads(path.read_text())
+        files, code = sandboxed(item[4], item[1], limits, scratch_root)
+        return keep(path, dict(data=files.get("data", {}), code=code))
+
+    results, asked = parallel(run_student, todo, jobs, "notebooks run"), []
+    for (_, ident, stem, _, _), result in zip(todo, results):
+        data = result["data"] if isinstance(result["data"], dict) else {}
+        values = data.get("values") if isinstance(data.get("values"), dict) else {}
+        inject = {str(n): {k: v for k, v in values[str(n)].items() if k in its[2]}
+                  for n, its in checks(stem).items() if isinstance(values.get(str(n)), dict)}
+        asked.append([RUNNER.read_text(), stem, ident, inject, limits])
+
+    def run_reference(stem):
+        job = reference_job(stem, checks(stem)) | dict(cell_timeout=cell_timeout)
+        paths = {f"r{i}": kept(cache, key) for i, key in enumerate(asked) if key[1] == stem}
+        requests = [dict(key=k, student=asked[int(k[1:])][2], inject=asked[int(k[1:])][3])
+                    for k, path in paths.items() if regrade or not path.is_file()]
+        files = sandboxed(job | dict(requests=requests), "", limits, scratch_root,
+                          [r["key"] for r in requests])[0] if requests else {}
+        for k, made in files.items():
+            if k in paths and "unreadable" not in made:
+                keep(paths[k], made)
+
+    parallel(run_reference, sorted({key[1] for key in asked}), jobs, "reference runs")
+    for item, result, key in zip(todo, results, asked):
+        path = kept(cache, key)
+        reference = json.loads(path.read_text()) if path.is_file() else {
+            "unreadable": "it did not finish"}
+        per_student[item[0]] += exercise_rows(item, result, reference, limits)
+    for name in per_student:
+        rows += per_student[name]
     with open(grades_csv, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, COLUMNS)
         writer.writeheader()
@@ -735,14 +726,20 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--roster", type=Path, help="CSV: id, folder and/or email per student")
+    parser.add_argument("--regrade", action="store_true",
+                        help="run again what an earlier run graded (kept in FOLDER/.grading)")
+    parser.add_argument("--jobs", type=int, help="notebooks run at a time "
+                        f"(default: as many as cores, and {JOB_MB} MB each of free memory)")
     parser.add_argument("--timeout", type=int, default=600,
                         help="seconds a whole notebook may run (default 600)")
     parser.add_argument("--cell-timeout", type=int, default=120,
-                        help="seconds one cell may run before it is interrupted (default 120)")
+                        help="seconds one cell may run before it is stopped (default 120)")
     parser.add_argument("--memory-mb", type=int, default=MEMORY_MB,
-                        help=f"address space of a notebook's kernel (default {MEMORY_MB})")
+                        help=f"address space of a notebook's process (default {MEMORY_MB})")
     args = parser.parse_args(argv)
-    grade(args.folder, args.timeout, args.cell_timeout, memory_mb=args.memory_mb)
+    grade(args.folder, args.timeout, args.cell_timeout, memory_mb=args.memory_mb,
+          roster=args.roster, jobs=args.jobs, regrade=args.regrade)
     return 0
 
 

@@ -26,11 +26,14 @@ in the exercises only:
   exercise, while the answer above is still a stub; its output is cleared,
   and it is marked as an nbgrader test cell worth one point, locked (the
   grader, tools.grade, runs the shipped check, not a student's edit of it);
+  its last line says "form ok; graded later", not "passed": what it tests
+  without its hidden tests is the answer's form, and the point is the
+  grader's;
 - each check cell's hidden tests (the lines from `### BEGIN HIDDEN TESTS`
   to `### END HIDDEN TESTS`: they call the student's answer on inputs the
   notebook never shows) are removed; `grading_notebook(stem)` is the same
   student notebook with them kept, the source the grader (tools.grade)
-  gives nbgrader;
+  runs;
 - each `<details><summary>Solution N</summary> ... </details>` explanation is
   removed (a Markdown cell left empty is dropped).
 A folded plotting cell loses its figure (the student's run draws it again:
@@ -42,8 +45,7 @@ nbgrader's own generator (`nbgrader generate_assignment`) is not used for
 this: it needs `### BEGIN SOLUTION` markers in the source notebook, which
 here is the book's chapter, read as it is in the book and in Colab; and it
 does neither the predictions nor the stubs' guards. The grader
-(tools.grade) uses it only to build its gradebook, from `grading_notebook`
-(so that the locked checks it puts back carry their hidden tests).
+(tools.grade) reads its checks, hidden tests included, from `grading_notebook`.
 """
 import ast
 import copy
@@ -71,6 +73,7 @@ EXPLAINED = ("<details>\n<summary>Explanation (after you ran the cell)</summary>
 # metadata of a reveal cell that describes its output (myst-nb's figure
 # caption, the image's alt text): dropped with the output
 DESCRIBES_OUTPUT = ("mystnb", "image")
+FORM_OK = 'print("Exercise {}: form ok; graded later")'
 PREDICTION = ("**Your prediction** (write it here, double-click to edit, "
               "before you run the next cell): ...")
 
@@ -323,8 +326,9 @@ def student_notebook(notebook, chapter=0, hidden_tests=False):
                 cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "answer")
                 cell.outputs, cell.execution_count = [], None
             elif "exercise-check" in tags(cell):
-                if not hidden_tests:
-                    cell.source = without_hidden_tests(cell.source)
+                if not hidden_tests:  # the grader decides: this check sees the form only
+                    cell.source = without_hidden_tests(cell.source).replace(
+                        f'print("Exercise {answers}: passed")', FORM_OK.format(answers))
                 if names:
                     cell.source = guard(names, answers) + cell.source
                 cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "check")

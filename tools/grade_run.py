@@ -1,0 +1,134 @@
+"""In the grading sandbox (tools.grade runs it as `python -c CODE JOB DATA`):
+JOB's code cells in an IPython shell, each under a time-out, the grader's
+checks recording their operands (tools.grade.traced); after each check it
+writes DATA, plain data (`encode`): the answer values and what the checks
+recorded. It judges nothing. A reference run (JOB has "requests") runs the
+book's chapter up to "fork_at" once, then forks per student: the child takes
+the student's id and plain-data answers, runs the rest, writes its data."""
+import json
+import os
+import signal
+import sys
+
+import torch
+
+
+def encode(value, depth=0):
+    """`value` as JSON data, one key naming what is not a JSON type."""
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if abs(value) < float("inf") else {"float": repr(value)}
+    if depth > 20:
+        return {"object": "nested too deep"}
+    if kind in (list, tuple, set, frozenset, torch.Size):
+        items = [encode(item, depth + 1) for item in value]
+        return (items if kind is list else {"set": sorted(items, key=json.dumps)}
+                if kind in (set, frozenset) else {"tuple": items})
+    if kind is dict:
+        pairs = [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]
+        return {"dict": sorted(pairs, key=lambda pair: json.dumps(pair[0]))}
+    if kind in (torch.Tensor, torch.nn.Parameter) and value.numel() <= 10**6:
+        return {"tensor": [str(value.dtype), encode(value.detach().tolist(), depth + 1)]}
+    return {"type" if isinstance(value, type) else "object": getattr(kind, "__name__", "?")
+            if not isinstance(value, type) else value.__qualname__}
+
+
+def decode(data):
+    """The value `encode` made `data` from; an error if it was no plain data."""
+    if isinstance(data, list):
+        return [decode(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    [(kind, body)] = data.items()
+    if kind == "tensor":
+        return torch.tensor(decode(body[1]), dtype=getattr(torch, body[0].split(".")[-1]))
+    made = {"float": float, "tuple": tuple, "set": set, "dict": dict}[kind]  # or KeyError
+    return made(body) if kind == "float" else made(
+        map(tuple, decode(body)) if kind == "dict" else decode(body))
+
+
+def first_line(error):
+    text = f"{type(error).__name__}: {error}".strip().rstrip(":")
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
+
+
+def main(job_path, data_path):
+    from IPython.core.interactiveshell import InteractiveShell
+    job = json.loads(open(job_path).read())
+    shell = InteractiveShell.instance()
+    data = {"values": {}, "traces": {}, "stray": ""}
+    recorded, seen_ids = [], {}
+
+    def seen(value, operand):
+        recorded.append([operand, encode(value)])
+        return value
+
+    def held(number, test):
+        ok = bool(test)
+        trace.append(["assert", number, list(recorded), ok])
+        recorded.clear()
+        return ok
+
+    def ident(value):
+        return seen_ids.setdefault(id(value), (len(seen_ids), value))[0]
+
+    def timeout(*_):
+        raise TimeoutError(f"the cell ran longer than {job['cell_timeout']} s and was stopped")
+
+    def run(cell, inject):
+        nonlocal trace
+        number = cell.get("check")
+        if number:
+            for name, value in inject.get(str(number), {}).items():
+                try:  # the student's plain-data answers, in the reference run
+                    if name in cell["names"]:
+                        shell.user_ns[name] = decode(value)
+                except Exception:
+                    pass
+            data["values"][number] = {name: encode(shell.user_ns.get(name))
+                                      for name in cell["names"]}
+            trace = data["traces"][number] = []
+            seen_ids.clear()
+            torch.manual_seed(number)
+            shell.user_ns.update(_g_seen=seen, _g_held=held, _g_id=ident)
+        signal.signal(signal.SIGALRM, timeout)
+        signal.setitimer(signal.ITIMER_REAL, job["cell_timeout"])
+        try:
+            result = shell.run_cell(cell["code"], store_history=False, silent=True)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        error = result.error_before_exec or result.error_in_exec
+        if number:
+            if error:
+                trace.append(["error", first_line(error)])
+            with open(data_path + ".part", "w") as handle:
+                json.dump(data, handle)
+            os.replace(data_path + ".part", data_path)
+        elif error and not data["stray"] and not cell.get("raises"):
+            data["stray"] = f"code cell {cell['number']} raised {first_line(error)}"
+
+    trace = []
+    cells = job["cells"]
+    if "requests" not in job:
+        for cell in cells:
+            run(cell, {})
+        return
+    for cell in cells[:job["fork_at"]]:
+        run(cell, {})
+    for request in job["requests"]:
+        child = os.fork()
+        if child == 0:
+            try:
+                os.environ["BOOK_STUDENT"] = request["student"]
+                data_path = os.path.join(os.path.dirname(data_path), request["key"] + ".json")
+                for cell in cells[job["fork_at"]:]:
+                    run(cell, request["inject"])
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

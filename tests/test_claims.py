@@ -1,0 +1,44 @@
+"""The claim markers of the chapters (tools/claims.py): each names a cell
+that asserts and ran, and a marker broken in any of four ways is named."""
+import copy
+import re
+
+import pytest
+
+from tools import claims
+from tools.book import BOOK
+from tools.generate import read_chapters
+
+
+@pytest.fixture(scope="module")
+def chapters():
+    return read_chapters()
+
+
+def test_every_marker_names_a_cell_that_asserts_and_ran(chapters):
+    assert claims.claims(chapters) and claims.problems(chapters) == []
+
+
+def test_no_sentence_says_asserted_without_naming_its_cell(chapters):
+    bare = [f"{path.name}#{cell.get('id')}" for path, notebook in chapters.items()
+            for cell in notebook.cells if cell.cell_type == "markdown"
+            and re.search(r"\([^()`]*\basserted\b(?!: `)[^()]*\)", cell.source)]
+    assert bare == []
+
+
+@pytest.mark.parametrize("break_it, said", [
+    (lambda cell: cell.update(id="renamed"), "is no code cell of the chapter"),
+    (lambda cell: cell.update(source=re.sub(r"(?m)^(\s*)assert\b", r"\1print", cell.source)),
+     "asserts nothing"),
+    (lambda cell: cell.metadata.setdefault("tags", []).append("raises-exception"), "raises"),
+    (lambda cell: cell.update(outputs=[{"output_type": "error", "ename": "AssertionError",
+                                        "evalue": "", "traceback": []}]), "raises"),
+    (lambda cell: cell.update(execution_count=None), "never ran"),
+])
+def test_a_broken_marker_is_named(chapters, break_it, said):
+    path = BOOK / "05_variance_pruning.ipynb"
+    notebook = copy.deepcopy(chapters[path])
+    target = claims.claims({path: notebook})[0][3][0]
+    break_it(next(c for c in notebook.cells if c.get("id") == target))
+    found = claims.problems({path: notebook})
+    assert len(found) == 1 and found[0].startswith(f"{path.name}#") and said in found[0], found

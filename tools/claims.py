@@ -1,0 +1,82 @@
+"""The book's claims and where each is shown: book/claims.md's list.
+
+A claim in a chapter's prose carries its proof beside it, a marker the
+reader sees: "(shown: `cell-id`)", or "(asserted: `cell-id`)", names the
+code cell of the same notebook whose asserts check it. `problems` refuses a
+marker that names no code cell, a cell without an `assert`, a cell that
+raises on purpose, or one whose stored outputs hold an error or that never
+ran. `generated()` writes the list of every claim with its cells and the
+torch releases the cell is checked on: each CI run's (the stored outputs'
+torch and the oldest supported one) and every release of the versions
+matrix whose result for the chapter is current and passed.
+"""
+import json
+import re
+
+from tools.book import GENERATED, tags, torch_pin, torch_releases
+from tools.versions import RESULTS, today_keys
+
+TABLE = GENERATED / "claims.md"
+MARKER = re.compile(r"\([^()`]*?(?:shown|asserted): `([^`]+)`[^()]*\)")
+TEXT = r"(?:`[^`]*`|[^.!?\n`])"     # a sentence's text: a code span's dots do not end it
+SENTENCE = re.compile(TEXT + r"*?\([^()`]*?(?:shown|asserted): `[^`]+`[^()]*\)" + TEXT + r"*[.!?]?")
+
+
+def claims(chapters):
+    """[(notebook path, markdown cell id, sentence, [cell ids])] of every
+    sentence with a marker."""
+    found = []
+    for path, notebook in chapters.items():
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown":
+                for sentence in SENTENCE.findall(cell.source):
+                    text = " ".join(sentence.replace("**", "").split()).lstrip("- ")
+                    found.append((path, cell.get("id"), text, MARKER.findall(sentence)))
+    return found
+
+
+def problems(chapters):
+    """A line for each marker that points at nothing it can prove."""
+    lines = []
+    for path, where, target in [(p, w, t) for p, w, _, ts in claims(chapters) for t in ts]:
+        code = {c.get("id"): c for c in chapters[path].cells if c.cell_type == "code"}
+        cell, place = code.get(target), f"{path.name}#{where}: `{target}`"
+        if cell is None:
+            lines.append(f"{place} is no code cell of the chapter")
+        elif not re.search(r"^\s*assert\b", cell.source, re.M):
+            lines.append(f"{place} asserts nothing")
+        elif "raises-exception" in tags(cell) or any(
+                o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            lines.append(f"{place} raises: it cannot show a claim")
+        elif cell.get("execution_count") is None:
+            lines.append(f"{place} never ran (no stored outputs)")
+    return lines
+
+
+def checked_on(chapters):
+    """{notebook stem: [torch releases its cells are checked on]}."""
+    matrix, keys = json.loads(RESULTS.read_text()), today_keys(chapters)
+    ci = {torch_pin(), torch_releases()[0]}
+    return {path.stem: sorted(ci | {release for release, row in matrix.items()
+                                    if row.get("chapters", {}).get(path.stem, {}).get("key")
+                                    == keys[path.stem]
+                                    and row["chapters"][path.stem].get("status") == "pass"},
+                              key=lambda r: tuple(map(int, r.split("."))))
+            for path in chapters}
+
+
+def generated(chapters):
+    """{the list's path: its text}, from `chapters` ({path: notebook}) about to be written."""
+    releases, lines, chapter = checked_on(chapters), [], None
+    for path, _, sentence, targets in claims(chapters):
+        if path != chapter:
+            chapter, shown = path, releases[path.stem]
+            span = (", ".join(shown) if len(shown) < 4
+                    else f"{shown[0]} to {shown[-1]} ({len(shown)} releases)")
+            lines += ["", f"## {{doc}}`{path.stem}`", "", f"Checked on torch {span}.", ""]
+        cells = ", ".join(f"`{t}`" for t in dict.fromkeys(targets))
+        lines.append(f"- {sentence} *Cell {cells}.*")
+    return {TABLE: "\n".join([
+        "% Written by `make generate` (tools/claims.py); not edited by hand.", "",
+        f"{len(claims(chapters))} sentences, each with the cells that show and assert it.",
+        *lines]) + "\n"}

@@ -3,6 +3,7 @@
 Both are loaded from the chapter's `export` cells, so these tests check the
 very code the book shows.
 """
+import types
 import weakref
 
 import nbformat
@@ -232,6 +233,20 @@ def test_diagnostic_names_the_weight_and_both_shapes_before_backward(n_in, n_out
                              f"cpu, parameter is [{n_out}, {kept}] float32 cpu")
     del x
     assert ch.find_stale_accumulators(layer) == []
+
+
+def test_diagnostic_compares_dtype_and_device_too(monkeypatch):
+    """`.data =` of another dtype or device drops the cached accumulator
+    (chapter 3), so a node that recorded float32 for a float64 parameter of
+    the same shape is made here."""
+    def edge(param):
+        meta = types.SimpleNamespace(shape=param.shape, dtype=torch.float32, device=param.device)
+        return types.SimpleNamespace(node=types.SimpleNamespace(_input_metadata=[meta]))
+    monkeypatch.setattr(torch.autograd.graph, "get_gradient_edge", edge)
+    assert [str(s) for s in ch.find_stale_accumulators(nn.Linear(3, 2).double())] == [
+        f"{name}: accumulator recorded {shape} float32 cpu, parameter is {shape} float64 cpu"
+        for name, shape in (("weight", [2, 3]), ("bias", [2]))]
+    assert ch.find_stale_accumulators(nn.Linear(3, 2)) == []
 
 
 def test_diagnostic_reports_parameters_by_their_model_names():

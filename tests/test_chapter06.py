@@ -533,6 +533,14 @@ def test_groups_bilinear_and_weight_norm_are_read():
     [problem] = ch.check_module_shapes(grouped)
     assert (problem.tensor, problem.expected) == ("groups", [])
     assert "no groups fits the weight" in str(problem)
+    # groups is read from the side the weight splits: in_channels, or a
+    # transposed conv's out_channels (weight [4 or 8, 2, 3, 3] here)
+    for conv, side in ((nn.Conv2d(4, 8, 3, groups=2), "in_channels 4"),
+                       (nn.ConvTranspose2d(8, 4, 3, groups=2), "out_channels 4")):
+        conv.groups = 3
+        [problem] = ch.check_module_shapes(conv)
+        assert (problem.tensor, problem.expected, problem.actual) == ("groups", [2], [3])
+        assert f"and {side}" in str(problem) and "set groups = 2" in str(problem)
     norm, attention = nn.GroupNorm(2, 6), nn.MultiheadAttention(8, 2)
     norm.num_groups, attention.num_heads = 4, 3
     assert [str(p) for p in ch.check_module_shapes(norm) + ch.check_module_shapes(attention)] == [

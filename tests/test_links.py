@@ -101,6 +101,16 @@ def test_links_are_made_absolute_from_the_repository_and_idempotent():
         links.book_url("https://gitlab.com/a/b")
 
 
+def test_a_glossary_link_names_one_term_whole_or_by_its_only_start():
+    terms = ["leaf tensor", "leaf node", "accumulator", "grad accumulator"]
+    assert links.term_of("`Accumulator`", terms) == "accumulator"
+    assert links.term_of("grad", terms) == "grad accumulator"       # the only term it starts
+    assert links.term_of("the glossary", terms) is None
+    for text in ("leaf", "node"):                                   # two terms, or none
+        with pytest.raises(ValueError, match="names no glossary term"):
+            links.term_of(text, terms)
+
+
 def test_the_placeholder_address_is_recognised():
     assert links.placeholder(links.book_url("https://github.com/YOUR-ACCOUNT/YOUR-REPOSITORY"))
     assert not links.placeholder("https://someone.github.io/pruning-book/book/glossary.html")

@@ -170,8 +170,9 @@ def test_compare_verdicts_tells_a_reversal_from_a_weakening():
     def families(*verdicts):
         return {"drop": {"comparisons": {(f"m{i}", "TNVP"): {"verdict": v}
                                          for i, v in enumerate(verdicts)}}}
-    stored = families("lower", "higher", "indistinguishable at 40 seeds", "lower")
-    new = families("lower", "indistinguishable at 10 seeds", "higher", "higher")
+    stored = families("lower", "higher", "indistinguishable at 40 seeds", "lower", "higher")
+    new = families("lower", "indistinguishable at 10 seeds", "higher", "higher",
+                   "indistinguishable at 10 seeds")
     report = study.compare_verdicts(stored, new)["drop"]
-    assert report == dict(comparisons=4, stored=3, new=3, same=1, weakened=1,
+    assert report == dict(comparisons=5, stored=4, new=3, same=1, weakened=2,
                           strengthened=1, flipped=[["m3", "TNVP"]])

@@ -8,6 +8,7 @@ import zipfile
 import nbformat
 
 from tools.pip_config import constraint_files, pip_environment, torch_cap, torch_excluded
+from tools import versions
 from tools.versions import notebook_key, table_text, venv_pins
 from tools.wheel_facts import INCLUDE, MISSING, facts
 from tools.wheel_facts import table_text as wheel_table_text
@@ -119,6 +120,13 @@ def test_key_pins_are_those_installed_beside_torch():
     pinned = {"torch": "2.13.0", "torchviz": "0.0.3", "pytest": "9.2.0",
               "torch-pruning": "1.6.1"}
     assert venv_pins(pinned) == {"torchviz": "0.0.3", "torch-pruning": "1.6.1"}
+
+
+def test_a_venv_satisfies_pins_by_name_and_release_local_builds_included():
+    have = {"torch": "2.13.0+cpu", "scikit-learn": "1.7.1", "nbclient": "0.10.2"}
+    assert versions.satisfied(["torch==2.13.0", "scikit_learn==1.7.1", "nbclient"], have)
+    for wanted in (["torch==2.13.1"], ["torch==2.13"], ["matplotlib"], ["nbclient==0.10"]):
+        assert not versions.satisfied(wanted, have), wanted
 
 
 def test_torch_lines_of_a_constraints_file():

@@ -622,6 +622,13 @@ def test_citation_cff_is_valid():
     assert cff["license"] == "CC-BY-4.0"
 
 
+def test_bibtex_names_a_person_family_first_and_an_entity_whole():
+    assert citation.bibtex_author({"given-names": "Ada", "family-names": "Lovelace",
+                                   "name-particle": "de"}) == "de Lovelace, Ada"
+    assert citation.bibtex_author({"family-names": "Turing"}) == "Turing"
+    assert citation.bibtex_author({"name": "The A & B Team"}) == "{The A \\& B Team}"
+
+
 def test_citation_cff_schema_rejects_what_is_wrong():
     schema = json.loads(CFF_SCHEMA.read_text())
     bad = yaml.safe_load((ROOT / "CITATION.cff").read_text()) | {"license": "Not-A-License"}

@@ -195,3 +195,22 @@ def test_export_loader_runs_the_tagged_cells():
 def test_export_loader_refuses_what_is_not_there(tmp_path):
     with pytest.raises(FileNotFoundError):
         export_cells("no_such_chapter.ipynb")
+
+
+def test_pins_releases_and_chapter_numbers_are_read_strictly(tmp_path, monkeypatch):
+    from tools import book
+    (tmp_path / "requirements.txt").write_text(
+        "Torch==2.13.0  # the CPU wheel\nscikit_learn==1.7.1\nnbval>=0.11\n# x==1\n")
+    (tmp_path / "releases.txt").write_text("2.5.1  # the floor\n\n2.13.0\n")
+    monkeypatch.setattr(book, "REQUIREMENTS", tmp_path / "requirements.txt")
+    monkeypatch.setattr(book, "RELEASES", tmp_path / "releases.txt")
+    assert book.pins() == {"torch": "2.13.0", "scikit-learn": "1.7.1"}
+    assert book.torch_releases() == ["2.5.1", "2.13.0"]
+    for bad in ("2.5\n", "", "2.5.1\nlatest\n"):
+        (tmp_path / "releases.txt").write_text(bad)
+        with pytest.raises(ValueError, match="one release like 2.5.1 per line"):
+            book.torch_releases()
+    assert book.chapter_number("book/07_tnvp.ipynb") == 7
+    with pytest.raises(ValueError, match="is not a chapter"):
+        book.chapter_number("book/intro.md")
+    assert book.version_tuple("2.10.0+cpu") == (2, 10, 0) < book.version_tuple("2.10.1")

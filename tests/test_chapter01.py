@@ -28,6 +28,17 @@ def intro_snippets():
     return failing[0], fix[0]
 
 
+def test_outcome_is_the_error_and_its_first_line_or_works():
+    outcome = load_exports("01_reproduce_the_error.ipynb").outcome
+    def fails():
+        raise ValueError("first line\nsecond line")
+    assert outcome(fails) == "ValueError: first line"
+    assert outcome(lambda: None) == "works"
+    assert outcome(lambda: [][0]) == "IndexError: list index out of range"
+    with pytest.raises(TypeError, match="needs a function to call"):
+        outcome("test1")
+
+
 def test_intro_failing_snippet_fails_with_the_error():
     failing, _ = intro_snippets()
     outcome = load_exports("01_reproduce_the_error.ipynb").outcome

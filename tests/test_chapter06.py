@@ -115,6 +115,21 @@ def test_a_broadcast_parameter_is_found_through_the_add():
     del old
 
 
+def test_of_several_nodes_that_fit_the_most_specific_cause_is_said(monkeypatch):
+    a, b, x = nn.Linear(100, 10), nn.Linear(100, 10), torch.ones(100)
+    old = (a(x) + b(x)).sum()
+    for layer in (a, b):
+        layer.weight.data = layer.weight.data[:, :90]
+    new = (a(x[:90]) + b(x[:90])).sum()
+    causes = iter(["unknown", "stale accumulator"])       # one per fitting node
+    real = ch._edge_diagnosis
+    monkeypatch.setattr(ch, "_edge_diagnosis",
+                        lambda *args: real(*args)._replace(cause=next(causes)))
+    assert ch.diagnose_invalid_gradient(failing_backward(new), new).cause == "stale accumulator"
+    assert next(causes, "both read") == "both read"
+    del old
+
+
 def test_a_node_not_in_the_outputs_graph_is_reported_unknown():
     layer, old, new = make_test1_situation()
     error = failing_backward(new)

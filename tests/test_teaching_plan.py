@@ -304,3 +304,14 @@ def test_exit_tickets_worksheets_and_discussion_ask_only_what_was_taught():
         "new Parameter's grad: None"]
     assert untaught(1, "Adam's `exp_avg`") == ["exp_avg"]       # lesson 2's
     assert untaught(2, "Adam's `exp_avg`") == []
+
+
+def test_an_error_output_is_read_with_its_traceback_and_notes_markup_is_html():
+    from tools.plan import output_minutes
+    from tools.runsheet import inline
+    error = {"output_type": "error", "ename": "E", "evalue": "x", "traceback": ["a"] * 6}
+    stream = {"output_type": "stream", "text": "one\ntwo\nthree\n"}
+    assert output_minutes(error, RATES) == 6 / RATES.output_lines_per_minute
+    assert output_minutes(stream, RATES) == 3 / RATES.output_lines_per_minute
+    assert inline("**Predict** *now*: `a<b` & c") == (
+        "<strong>Predict</strong> <em>now</em>: <code>a&lt;b</code> &amp; c")

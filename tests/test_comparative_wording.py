@@ -145,3 +145,12 @@ def test_the_pages_include_the_generated_sentences():
     pages = "".join((BOOK / name).read_text() for name in PAGES_WITH_THE_STUDY)
     for name in PAGES:
         assert f"_generated/{name}" in pages, name
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_a_findings_page_counts_its_seeds_per_width_only_where_the_study_has_two(name):
+    from tools.study import study_data
+    stem = PAGES[name][0]
+    runs, _ = study_data(stem)
+    seeds = f"{len(runs['main'])} seeds" + (" per width" if len(runs) > 1 else "")
+    assert f"{{doc}}`{stem}` ({seeds}; each verdict" in (BOOK / "_generated" / name).read_text()

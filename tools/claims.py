@@ -68,15 +68,14 @@ def checked_on(chapters):
 def generated(chapters):
     """{the list's path: its text}, from `chapters` ({path: notebook}) about to be written."""
     releases, lines, chapter = checked_on(chapters), [], None
-    for path, _, sentence, targets in claims(chapters):
+    for path, _, sentence, _ in claims(chapters):
         if path != chapter:
             chapter, shown = path, releases[path.stem]
             span = (", ".join(shown) if len(shown) < 4
                     else f"{shown[0]} to {shown[-1]} ({len(shown)} releases)")
             lines += ["", f"## {{doc}}`{path.stem}`", "", f"Checked on torch {span}.", ""]
-        cells = ", ".join(f"`{t}`" for t in dict.fromkeys(targets))
-        lines.append(f"- {sentence} *Cell {cells}.*")
+        lines.append(f"- {sentence}")                 # its marker names the cell
     return {TABLE: "\n".join([
         "% Written by `make generate` (tools/claims.py); not edited by hand.", "",
-        f"{len(claims(chapters))} sentences, each with the cells that show and assert it.",
+        f"{len(claims(chapters))} sentences, each naming the cells that show and assert it.",
         *lines]) + "\n"}

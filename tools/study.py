@@ -117,7 +117,8 @@ def run_code(stem, text=None):
                 parsed.append((statement, None))
     named = {node.name: node for _, node in parsed if isinstance(node, DEFINITIONS)}
     todo = {"study_seed"}.union(*[{n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-                                  for _, node in parsed if not isinstance(node, DEFINITIONS)])
+                                  for _, node in parsed
+                                  if node is not None and not isinstance(node, DEFINITIONS)])
     reached = set()
     while todo:
         name = todo.pop()

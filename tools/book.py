@@ -13,7 +13,6 @@ import importlib.util
 import re
 from pathlib import Path
 
-import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +87,8 @@ def toc_notebooks():
 
 def render(notebook):
     """A notebook's file text, as nbformat.write writes it."""
+    import nbformat  # here: `python -m tools.book`, which make runs, never needs it (1 s)
+
     text = nbformat.writes(notebook)
     return text if text.endswith("\n") else text + "\n"
 

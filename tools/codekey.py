@@ -12,6 +12,7 @@ parse (a cell magic such as `%%bash`, a syntax error on purpose) is keyed by
 its text as it is.
 """
 import ast
+import functools
 import hashlib
 
 
@@ -52,6 +53,11 @@ def normalized(source):
     differ only in comments, docstrings and layout."""
     if not isinstance(source, str):
         raise TypeError(f"normalized() takes a cell's source text, got {type(source).__name__}")
+    return _normalized(source)
+
+
+@functools.lru_cache(maxsize=4096)  # `make generate` keys each chapter more than once
+def _normalized(source):
     try:
         tree = ast.parse(_python(source))
     except SyntaxError:

@@ -6,7 +6,9 @@ Parametrized modules (weight_norm and spectral_norm, old hooks and
 parametrizations, torch.nn.utils.parametrize) are read without running them."""
 import copy
 import inspect
+import json
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,32 +22,8 @@ ch = load_exports("06_any_layer_any_node.ipynb")
 # Small sizes for the classes that need arguments, or that have tensors only
 # when asked (affine InstanceNorm, class weights, ...). A lazy module is built,
 # then given one input (the test's `LAZY_INPUTS`) so that its tensors exist.
-ARGS = {
-    "Linear": (4, 3), "NonDynamicallyQuantizableLinear": (4, 3), "LazyLinear": (3,),
-    "Bilinear": (4, 5, 3),
-    "Conv1d": (4, 6, 3), "Conv2d": (4, 6, 3), "Conv3d": (4, 6, 3),
-    "ConvTranspose1d": (6, 4, 3), "ConvTranspose2d": (6, 4, 3),
-    "ConvTranspose3d": (6, 4, 3),
-    "LazyConv1d": (6, 3), "LazyConv2d": (6, 3), "LazyConv3d": (6, 3),
-    "LazyConvTranspose1d": (6, 3), "LazyConvTranspose2d": (6, 3),
-    "LazyConvTranspose3d": (6, 3),
-    "BatchNorm1d": (5,), "BatchNorm2d": (5,), "BatchNorm3d": (5,), "SyncBatchNorm": (5,),
-    "LazyBatchNorm1d": (), "LazyBatchNorm2d": (), "LazyBatchNorm3d": (),
-    "InstanceNorm1d": (5, 1e-5, 0.1, True, True), "InstanceNorm2d": (5, 1e-5, 0.1, True, True),
-    "InstanceNorm3d": (5, 1e-5, 0.1, True, True),
-    "LazyInstanceNorm1d": (1e-5, 0.1, True, True), "LazyInstanceNorm2d": (1e-5, 0.1, True, True),
-    "LazyInstanceNorm3d": (1e-5, 0.1, True, True),
-    "LayerNorm": ([3, 4],), "GroupNorm": (2, 6), "RMSNorm": ([3, 4],),
-    "Embedding": (10, 4), "EmbeddingBag": (10, 4), "PReLU": (3,),
-    "RNN": (4, 6, 2), "LSTM": (4, 6, 2), "GRU": (4, 6, 2),
-    "RNNCell": (4, 6), "LSTMCell": (4, 6), "GRUCell": (4, 6),
-    "MultiheadAttention": (8, 2),
-    "TransformerEncoderLayer": (8, 2, 16), "TransformerDecoderLayer": (8, 2, 16),
-    "TransformerEncoder": "encoder", "TransformerDecoder": "decoder",
-    "Transformer": (8, 2, 1, 1, 16),
-    "AdaptiveLogSoftmaxWithLoss": (4, 10, [3, 6]),
-    "LinearCrossEntropyLoss": (4, 3),
-}
+ARGS = {name: args for name, args in json.loads(
+    (Path(__file__).parent / "data" / "module_args.json").read_text()).items() if name != "_"}
 KWARGS = {
     "MultiheadAttention": [{}, {"kdim": 5, "vdim": 3, "add_bias_kv": True}],
     "LSTM": [{"bidirectional": True}, {"proj_size": 3}],

@@ -22,6 +22,7 @@ import copy
 import hashlib
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -162,44 +163,8 @@ def test_student_notebook_says_what_it_is(path):
 # has run the cell, that is, anywhere but inside a folded explanation. Each
 # is in the book (BOOK_SAYS: so that the scan cannot pass by finding
 # nothing), or was reworded out of it (REWORDED).
-BOOK_SAYS = {
-    "01_reproduce_the_error": [
-        "raised by the **second** `x.backward()`",
-        "fails the same way: all it takes is the old graph"],
-    "02_where_the_error_is_raised": ["(each entry is 4, the sum of four ones)"],
-    "03_what_holds_the_old_shape": [
-        "but only **two** `AccumulateGrad` nodes in all",
-        'assert both_labels.count("AccumulateGrad") == 2',
-        "assert recorded_input_shape(old_accumulator) == [10, 100]",
-        "The second pass is refused",
-        "Only the leaf and the tensor with `retain_grad()` kept a `.grad`",
-        "No `.grad` existed, so there was nothing to slice"],
-    "04_every_way_out": [
-        "A closure and a kept exception hold the old graph as firmly",
-        "The optimizer steps the *old* `Parameter`",
-        "This time the trap is loud",
-        "Only the ways that change the weight itself survive an **old loss kept alive**"],
-    "05_variance_pruning": [
-        "Eight cuts, from epoch 8 to epoch 22",
-        "assert [w for _, w in SCHEDULE] == [192, 144, 108, 81, 60, 45, 33, 32]",
-        "Not bit for bit, but within float32 rounding",
-        "any difference between them is the compensation's, not the criterion's",
-        "A masked neuron is not a removed one"],
-    "06_any_layer_any_node": [
-        "All three: `backward()` frees",
-        "Same error: the optimizer never takes part",
-        "assert len(holders) == 3",
-        "`weights_only=False` rebuilt the object by calling the function"],
-    "07_tnvp_language_model": [
-        "Every token position is a sample",
-        "assert probe.stats[0].count.item() == 16 * 16"],
-}
-REWORDED = {
-    "01_reproduce_the_error": ["`test2` and `test3` work ("],
-    "03_what_holds_the_old_shape": ["two AccumulateGrad boxes, not four",
-                                    "joined at the top by a single weight AccumulateGrad"],
-    "05_variance_pruning": ["FLAP's criterion beats TNVP's"],
-}
+CASES = json.loads((Path(__file__).parent / "data" / "student_edition.json").read_text())
+BOOK_SAYS, REWORDED = CASES["book_says"], CASES["reworded"]
 
 
 def visible_text(notebook):
@@ -426,74 +391,17 @@ class AlwaysEqual({base}):
 
     __hash__ = {base}.__hash__
 """
-TRICKS = {
-    "01_reproduce_the_error": {
-        1: ["def keep_all(layer):\n    pass"],
-        2: ["def fixed_before_pruning(layer):\n    pass",
-            "def fixed_before_pruning(layer):\n    prune(layer)"],
-        3: ["predicted_grad = -3.0",
-            ALWAYS_EQUAL.format(base="float") + "\npredicted_grad = AlwaysEqual(-3.0)"]},
-    "02_where_the_error_is_raised": {
-        1: ['def feeding_node_name(loss, parameter):\n    return "TBackward0"',
-            ALWAYS_EQUAL.format(base="str")
-            + '\ndef feeding_node_name(loss, parameter):\n    return AlwaysEqual("TBackward0")'],
-        2: ["accepted = {}",
-            "accepted = {(1, 10, 100): True, (1, 100): False, (10, 1): False, "
-            "(3, 1, 10, 100): True}",
-            "accepted = {tuple(s): not isinstance(returned_gradient_outcome(INPUT_SHAPE, s), "
-            "tuple) for s in GRAD_SHAPES}"],
-        3: ["def test2_log():\n    return ['out of  TBackward0: [[10, 90]]']"]},
-    "03_what_holds_the_old_shape": {
-        1: ["def recorded_after_rebinding(layer, keep):\n    return [10, 100]",
-            "def recorded_after_rebinding(layer, keep):\n"
-            "    return [layer.out_features, layer.in_features]"],
-        2: ["def alive_with_grad_fn_only(layer):\n    return (True, False)"],
-        3: ["def stale_after_row_pruning(layer, keep):\n    return ['bias', 'weight']"]},
-    "04_every_way_out": {
-        1: ["def prune_columns_with_set_(layer, keep):\n    pass"],
-        2: ["def prune_both(deep, optimizer, keep_first, keep_second):\n"
-            "    widths = [deep[0].in_features, len(keep_first), len(keep_second),\n"
-            "              deep[4].out_features]\n"
-            "    for index, (n_in, n_out) in zip((0, 2, 4), zip(widths, widths[1:])):\n"
-            "        deep[index] = nn.Linear(n_in, n_out)\n"
-            "    optimizer.param_groups[0]['params'] = list(deep.parameters())\n"
-            "    optimizer.state.clear()"],
-        3: ["def backward_checked(loss_value, model):\n    pass",
-            "def backward_checked(loss_value, model):\n"
-            "    raise RuntimeError('stale: weight, bias')"]},
-    "05_variance_pruning": {
-        1: ["def window_stats(batches, window):\n"
-            "    variance, mean = torch.var_mean(torch.cat(batches[-window:]), dim=0,\n"
-            "                                    correction=0)\n"
-            "    return mean, variance"],
-        2: ["def prune_dead(model):\n"
-            "    model = copy.deepcopy(model)\n"
-            "    with torch.no_grad():\n"
-            "        model[0].weight[2] = 0.0\n"
-            "        model[0].bias[2] = -1.0\n"
-            "    prune_neurons(model[0], model[2], [0, 1, 3, 4, 5])\n"
-            "    return model, model"]},
-    "06_any_layer_any_node": {
-        1: ["blamed = \"parameter '2.weight'\"",
-            ALWAYS_EQUAL.format(base="str") + "\nblamed = AlwaysEqual(\"parameter '2.weight'\")"],
-        2: ["def train_with_history_fixed(steps):\n"
-            "    history.extend({'step': step, 'loss': 0.0} for step in range(steps))"],
-        3: ["torch.manual_seed(3)\nslim = make_cnn(3)\n"
-            "slim_sgd = torch.optim.SGD(slim.parameters(), lr=0.1, momentum=0.9)\n"
-            "slim(images).square().mean().backward()\nslim_sgd.step()"]},
-    "07_tnvp_language_model": {
-        1: ["def zero_head_perplexity(model):\n    return 34.0"],
-        2: ["def one_cut(seed):\n"
-            "    model = make_lm(seed)\n"
-            "    for block in model.blocks:\n"
-            "        block.ffn[0] = nn.Linear(block.ffn[0].in_features, 32)\n"
-            "        block.ffn[2] = nn.Linear(32, block.ffn[2].out_features)\n"
-            "    optimizer = torch.optim.Adam(model.parameters(), lr=CONFIG['lr'])\n"
-            "    train_steps(model, optimizer, DATA, seed, range(5), CONFIG)\n"
-            "    before = [p.detach().clone() for p in model.parameters()]\n"
-            "    train_steps(model, optimizer, DATA, seed, range(5, 6), CONFIG)\n"
-            "    return model, optimizer, before"]},
-}
+
+
+def expanded(trick):
+    """A trick's code: a first line `AlwaysEqual(T)` is ALWAYS_EQUAL's class of T."""
+    first, _, rest = trick.partition("\n")
+    base = re.fullmatch(r"AlwaysEqual\((\w+)\)", first)
+    return ALWAYS_EQUAL.format(base=base[1]) + "\n" + rest if base else trick
+
+
+TRICKS = {stem: {int(n): [expanded(t) for t in tricks] for n, tricks in by_exercise.items()}
+          for stem, by_exercise in CASES["tricks"].items()}
 # Honest answers where the book's is a value of the book's variant: the
 # value computed for the student's own variant.
 HONEST = {

@@ -23,7 +23,8 @@ ivy    chapter 2's notebook under chapter 1's file name, and a notebook from
 lee    only a symbolic link to ana's notebook
 tia    nothing but tricks (TRICKS): empty functions for exercises 1 and 2,
        and the book's own value for exercise 3, which is not tia's variant
-CHEATS tia's tricks after a cell attacking the grading: each earns zero
+CHEATS tia's tricks after a cell attacking the grading (each said in
+       tests/data/grade_cheats.json): each earns zero
 =SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
        named =HYPERLINK(1).ipynb that is not JSON)
 fay's class: fay, a cell that loops for ever, deaf to SIGINT (the cell
@@ -355,6 +356,21 @@ def test_each_attack_on_the_grading_earns_nothing(graded):
     for name in CHEATS:
         assert [(r["exercise"], r["points"]) for r in rows_of(graded, name)
                 if r["exercise"]] == [("1", "0"), ("2", "0"), ("3", "0")], name
+
+
+EXPECTED_ONLY = {stem: texts for stem, texts in json.loads(
+    (Path(__file__).parent / "data" / "grade_expected_only.json").read_text()).items() if stem != "_"}
+
+
+@pytest.mark.parametrize("stem", EXPECTED_ONLY)
+def test_a_students_job_holds_no_expected_side_message_or_reference(stem):
+    """A student's job has each check as probe code; only the reference's has the rest."""
+    its = grader.checks(stem)
+    student = json.dumps(grader.student_cells(
+        nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4), its))
+    reference = json.dumps(grader.reference_job(stem, its))
+    for text in EXPECTED_ONLY[stem]:
+        assert text in reference and text not in student, text
 
 
 def test_all_correct_gets_full_marks(graded):

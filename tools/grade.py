@@ -20,18 +20,18 @@ picks the variants (BOOK_STUDENT); a folder it does not name is a row
 saying so. Without a roster, the folder's name is the id.
 
 The student's code computes; it never judges. Each notebook runs in the
-sandbox (tools/grade_run.py), the grader's checks (hidden tests included) in
-place of the student's, each assert recording its operands (`traced`), and
-hands back that data. A reference run of the book's chapter (its solutions),
-in a sandbox no student's code touched, records the same checks for each
-student's id and plain-data answers, and this process, which reads only
-data, gives a point when the two records agree and every check of the
-reference held (`verdict`), else says which operand differed, what was
-expected and what was got. Whatever a notebook does to Python, IPython,
-torch or memory changes only its data. The limit: the checks run in the
-student's process, so a notebook that rewrites its data into what the
-checks expect (their literals, their reference computations) gets the
-points, as one that pastes the book's solutions does.
+sandbox (tools/grade_run.py) with the grader's checks (hidden tests kept) in
+place of the student's, as probe code (`traced`): of each assert only the
+student's side is evaluated and recorded, never the expected side, the
+message, or a statement that only computes them, so the student's process
+holds no value a check expects and its data has none to copy. A reference
+run of the book's chapter (its solutions), in a sandbox no student's code
+touched, runs the same probe code for each student's id and plain-data
+answers, and the full checks from the same state in a forked child; this
+process, which reads only data, gives a point when the two probe records
+agree and every assert of the full run held (`verdict`), else says which
+operand differed, what was expected and what was got (the limit, hidden
+tests on the public pages: book/for_teachers.md).
 Notebooks run in parallel (`--jobs`: as many as cores and memory allow),
 a line each shows the progress; FOLDER/.grading/ keeps what was graded, so
 an interrupted run resumes (--regrade runs it all again). grades.csv is safe
@@ -131,11 +131,16 @@ def spreadsheet_safe(value):
 
 # -- the checks, the runs and the verdict ----------------------------------
 
-def traced(source):
-    """(code, [[assert's text, [operand texts]]]) of a check cell's `source`:
-    each `assert test, message` records the operands of `test` (the sides of
-    a comparison, the arguments of a call, what all()/any() test, the rest as
-    a whole) and whether it held; id() gives numbers in order of first sight."""
+def traced(source, answers=()):
+    """(full code, probe code, [[assert's text, [operand texts], [probe texts]]])
+    of a check cell's `source`, `answers` the names its answer assigns. The
+    probe code, all a student's process runs, records (`_g_probe`, `_g_try`)
+    of each assert only the student's side: a comparison's sides but the
+    last (of `in`, those not literals), a call's first argument and a
+    method's object, what all()/any() test, the rest whole; the expected
+    side, the message and what only computes them (`without_expectations`)
+    are not in it. The full code, the reference's, records every operand and
+    whether each assert held. id() numbers in order of first sight in both."""
     asserts = []
 
     def seen(node, texts):
@@ -150,8 +155,7 @@ def traced(source):
         elif isinstance(node, ast.Compare):
             node.left = seen(node.left, texts)
             node.comparators = [seen(c, texts) for c in node.comparators]
-        elif (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("all", "any")
-              and node.args and isinstance(node.args[0], (ast.GeneratorExp, ast.ListComp))):
+        elif all_or_any(node):
             node.args[0].elt = operands(node.args[0].elt, texts)
         elif isinstance(node, ast.Call) and node.args:
             node.args = [seen(arg, texts) for arg in node.args]
@@ -159,7 +163,38 @@ def traced(source):
             return seen(node, texts)
         return node
 
+    def probe(node, texts):
+        texts.append(ast.unparse(node))
+        return ast.Call(ast.Name("_g_try"), [ast.Constant(len(texts) - 1), ast.Lambda(
+            ast.arguments([], [], None, [], [], None, []), node)], [])
+
+    def probes(node, texts):
+        """[expressions, each a record] of the student's side of `node`."""
+        if isinstance(node, ast.BoolOp):
+            return [p for value in node.values for p in probes(value, texts)]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return probes(node.operand, texts)
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            kept = ([s for s in sides if not literal(s)]
+                    if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+                    else sides[:-1])
+            return [probe(side, texts) for side in kept]
+        if all_or_any(node):  # [record for <its loops> for record in [records of elt]]
+            loops = node.args[0].generators + [ast.comprehension(
+                ast.Name("_g_record", ast.Store()), ast.List(probes(node.args[0].elt, texts)),
+                [], 0)]
+            return [ast.Starred(ast.ListComp(ast.Name("_g_record"), loops))]
+        if isinstance(node, ast.Call) and node.args:
+            kept = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+            return [probe(side, texts) for side in kept + [
+                arg for arg in node.args[:1] if not literal(arg)]]
+        return [probe(node, texts)]
+
     class Trace(ast.NodeTransformer):
+        def __init__(self, probing):
+            self.probing = probing
+
         def visit_Call(self, node):
             self.generic_visit(node)
             if isinstance(node.func, ast.Name) and node.func.id == "id":
@@ -168,35 +203,93 @@ def traced(source):
 
         def visit_Assert(self, node):
             self.generic_visit(node)
+            if self.probing:
+                texts = asserts[len(self.probed)][2]
+                self.probed.append(node)
+                return ast.Expr(ast.Call(ast.Name("_g_probe"), [
+                    ast.Constant(len(self.probed)), ast.Lambda(
+                        ast.arguments([], [], None, [], [], None, []),
+                        ast.List(probes(node.test, texts)))], []))
             texts = []
-            asserts.append([ast.unparse(node.test), texts])
+            asserts.append([ast.unparse(node.test), texts, []])
             held = ast.Call(ast.Name("_g_held"), [ast.Constant(len(asserts)),
                                                   operands(node.test, texts)], [])
             fail = ast.Raise(ast.Call(ast.Name("AssertionError"),
                                       [node.msg] if node.msg else [], []))
             return ast.If(ast.UnaryOp(ast.Not(), held), [fail], [])
 
-    tree = ast.fix_missing_locations(Trace().visit(ast.parse(source)))
-    return ast.unparse(tree), asserts
+    full = ast.fix_missing_locations(Trace(False).visit(ast.parse(source)))
+    probing = Trace(True)
+    probing.probed = []
+    tree = without_expectations(probing.visit(ast.parse(source)), set(answers))
+    return ast.unparse(full), ast.unparse(ast.fix_missing_locations(tree)), asserts
+
+
+def all_or_any(node):
+    return (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("all", "any")
+            and node.args and isinstance(node.args[0], (ast.GeneratorExp, ast.ListComp)))
+
+
+def literal(node):
+    try:
+        ast.literal_eval(node)
+        return True
+    except Exception:  # ValueError, or TypeError of an operator on literals
+        return False
+
+
+def without_expectations(tree, answers):
+    """`tree` less each statement, at any depth, that only computes what nothing left
+    reads: a definition, or an assignment naming no answer (an expected value)."""
+    def names(node, context=ast.Load):
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                and isinstance(getattr(n, "ctx", ast.Load()), context)}
+
+    def unread(statement, read):
+        if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            return statement.name not in read
+        targets = getattr(statement, "targets", [getattr(statement, "target", None)])
+        return (isinstance(statement, (ast.Assign, ast.AnnAssign))
+                and all(isinstance(t, (ast.Name, ast.Tuple)) for t in targets)
+                and not names(statement, (ast.Load, ast.Store)) & answers
+                and not {n for t in targets for n in names(t, ast.Store)} & read)
+
+    changed = True
+    while changed:
+        read, changed = names(tree), False
+        for node in list(ast.walk(tree)):
+            for field in ("body", "orelse", "finalbody"):
+                statements = getattr(node, field, None)
+                if isinstance(statements, list) and statements and isinstance(
+                        statements[0], ast.stmt):
+                    kept = [s for s in statements if not unread(s, read)]
+                    if len(kept) < len(statements):
+                        setattr(node, field, kept or [ast.Pass()])
+                        changed = True
+    return tree
 
 
 @functools.lru_cache
 def checks(stem):
-    """{exercise number: (traced code, asserts, names its answer assigns)} of
-    chapter `stem`: the grading notebook's checks (hidden tests kept)."""
+    """{exercise number: (full code, probe code, asserts, names its answer
+    assigns)} of chapter `stem`: the grading notebook's checks (hidden tests kept)."""
     found, names = {}, {}
     for cell in tools.student.grading_notebook(stem).cells:
         match = GRADE_ID.match(grade_id_of(cell))
         if match and match[3] == "answer":
             names[int(match[2])] = tools.student.stub_names(cell.source)
         elif match:
-            found[int(match[2])] = (*traced(cell.source), names.get(int(match[2]), []))
+            its = names.get(int(match[2]), [])
+            found[int(match[2])] = (*traced(cell.source, its), its)
     return found
 
 
-def job_cell(cell, number, check=None, its=None):
-    return dict(code=its[0], number=number, check=check, names=its[2]) if check else dict(
-        code=cell.source, number=number, raises="raises-exception" in tags(cell))
+def job_cell(cell, number, check=None, its=None, full=False):
+    """A job's code cell; of a check, its probe code, and its full code if `full`."""
+    if not check:
+        return dict(code=cell.source, number=number, raises="raises-exception" in tags(cell))
+    return dict(code=its[1], number=number, check=check, names=its[3]) | (
+        dict(full=its[0]) if full else {})
 
 
 def student_cells(notebook, its_checks):
@@ -238,7 +331,7 @@ def reference_job(stem, its_checks):
             continue
         answers += "solution" in tags(cell)
         check = answers if "exercise-check" in tags(cell) else None
-        cells.append(job_cell(cell, index + 1, check, its_checks.get(check)))
+        cells.append(job_cell(cell, index + 1, check, its_checks.get(check), full=True))
     return dict(cells=cells, fork_at=fork_at)
 
 
@@ -298,26 +391,35 @@ def shown(value):
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def verdict(got, expected, asserts):
-    """'' if the student's trace `got` is the reference's `expected` and every
-    check of the reference held, else why not, as the student can act on it."""
+def verdict(got, expected, held, asserts):
+    """'' if the student's probes `got` are the reference's `expected` (the
+    book's solutions, or the student's values, through the same probe code)
+    and every assert of the reference's full run `held`, else why not, as the
+    student can act on it."""
     for mine, theirs in zip(got + [None] * len(expected), expected):
         if theirs[0] == "error":
             return f"with your answer, the check raised {theirs[1]}"
-        if not mine or mine[0] != "assert" or mine[1] != theirs[1]:
+        if not mine or mine[0] != "probe" or mine[1] != theirs[1]:
             return mine[1] if mine and mine[0] == "error" else (
                 "the check did not run as the grader's does (stopped early or changed)")
-        test, texts = asserts[theirs[1] - 1]
-        ours = mine[2] if len(mine[2]) == len(theirs[2]) else [[None, "?"]] * len(theirs[2])
+        test, _, texts = asserts[theirs[1] - 1]
+        if len(mine[2]) != len(theirs[2]):
+            return f"`{test}` looked at {len(mine[2])} values, expected {len(theirs[2])}"
         wrong = [f"`{texts[j]}` is {shown(got_value)}, expected {shown(value)}"
-                 for (j, value), (k, got_value) in zip(theirs[2], ours)
+                 for (j, value), (k, got_value) in zip(theirs[2], mine[2])
                  if k != j or not same(got_value, value)]
         if wrong:
             return "; ".join(wrong[:2])[:600]
-        if not theirs[3] or mine[3] is not True:
+    if len(got) != len(expected):
+        return "the check did not run as the grader's does"
+    for entry in held:
+        if entry[0] == "error":
+            return f"with your answer, the check raised {entry[1]}"
+        if entry[3] is not True:
+            test, texts, _ = asserts[entry[1] - 1]
             return f"`{test}` does not hold: " + "; ".join(
-                f"`{texts[j]}` is {shown(value)}" for j, value in theirs[2])[:600]
-    return "" if len(got) == len(expected) else "the check did not run as the grader's does"
+                f"`{texts[j]}` is {shown(value)}" for j, value in entry[2])[:600]
+    return ""
 
 
 # -- the sandbox ----------------------------------------------------------
@@ -551,11 +653,12 @@ def exercise_rows(job, result, reference, limits):
     if isinstance(data.get("stray"), str) and data["stray"]:
         rows.append(row(student, shown_as, first_line(
             f"outside the exercises, {data['stray']} (the checks ran anyway)"), ident=ident))
-    for number, (_, asserts, _) in checks(stem).items():
+    for number, (_, _, asserts, _) in checks(stem).items():
         try:
             got = data.get("traces", {}).get(str(number))
             expected = reference.get("traces", {}).get(str(number))
-            if expected is None:
+            held = reference.get("held", {}).get(str(number))
+            if expected is None or held is None:
                 failure = f"the grader's reference run failed: {reference.get('unreadable')}"
             elif got is None:
                 failure = (f"timed out: the notebook ran longer than {limits[0]} s and was "
@@ -563,7 +666,7 @@ def exercise_rows(job, result, reference, limits):
                                "the notebook ended before this check ran (exit code "
                                f"{result['code']}) {data.get('unreadable', '')}"))
             else:
-                failure = verdict(got, expected, asserts)
+                failure = verdict(got, expected, held, asserts)
         except Exception as error:  # whatever the data is, a row
             failure = first_line(f"the data the notebook handed back is not the grader's "
                                  f"({type(error).__name__}: {error})")
@@ -687,7 +790,7 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     for (_, ident, stem, _, _), result in zip(todo, results):
         data = result["data"] if isinstance(result["data"], dict) else {}
         values = data.get("values") if isinstance(data.get("values"), dict) else {}
-        inject = {str(n): {k: v for k, v in values[str(n)].items() if k in its[2]}
+        inject = {str(n): {k: v for k, v in values[str(n)].items() if k in its[3]}
                   for n, its in checks(stem).items() if isinstance(values.get(str(n)), dict)}
         asked.append([RUNNER.read_text(), stem, ident, inject, limits])
 

@@ -1,10 +1,11 @@
 """In the grading sandbox (tools.grade runs it as `python -c CODE JOB DATA`):
-JOB's code cells in an IPython shell, each under a time-out, the grader's
-checks recording their operands (tools.grade.traced); after each check it
-writes DATA, plain data (`encode`): the answer values and what the checks
-recorded. It judges nothing. A reference run (JOB has "requests") runs the
-book's chapter up to "fork_at" once, then forks per student: the child takes
-the student's id and plain-data answers, runs the rest, writes its data."""
+JOB's code cells in an IPython shell, each under a time-out, each check as
+its probe code (tools.grade.traced); after each check it writes DATA, plain
+data (`encode`): the answer values and what the probes recorded. It judges
+nothing. A reference run (JOB has "requests") runs the book's chapter up to
+"fork_at" once, then forks per student: the child takes the student's id
+and plain-data answers and runs the rest, each check's full code first in a
+child of its own ("held"), then its probe code; it writes its data."""
 import json
 import os
 import signal
@@ -65,6 +66,22 @@ def main(job_path, data_path):
         recorded.append([operand, encode(value)])
         return value
 
+    def attempt(operand, thunk):
+        try:
+            return [operand, encode(thunk())]
+        except TimeoutError:
+            raise
+        except Exception as error:
+            return [operand, {"error": first_line(error)}]
+
+    def probed(number, thunk):
+        try:
+            trace.append(["probe", number, thunk()])
+        except TimeoutError:
+            raise
+        except Exception as error:
+            trace.append(["error", first_line(error)])
+
     def held(number, test):
         ok = bool(test)
         trace.append(["assert", number, list(recorded), ok])
@@ -76,6 +93,15 @@ def main(job_path, data_path):
 
     def timeout(*_):
         raise TimeoutError(f"the cell ran longer than {job['cell_timeout']} s and was stopped")
+
+    def execute(code):
+        signal.signal(signal.SIGALRM, timeout)
+        signal.setitimer(signal.ITIMER_REAL, job["cell_timeout"])
+        try:
+            result = shell.run_cell(code, store_history=False, silent=True)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return result.error_before_exec or result.error_in_exec
 
     def run(cell, inject):
         nonlocal trace
@@ -89,17 +115,14 @@ def main(job_path, data_path):
                     pass
             data["values"][number] = {name: encode(shell.user_ns.get(name))
                                       for name in cell["names"]}
-            trace = data["traces"][number] = []
             seen_ids.clear()
             torch.manual_seed(number)
-            shell.user_ns.update(_g_seen=seen, _g_held=held, _g_id=ident)
-        signal.signal(signal.SIGALRM, timeout)
-        signal.setitimer(signal.ITIMER_REAL, job["cell_timeout"])
-        try:
-            result = shell.run_cell(cell["code"], store_history=False, silent=True)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        error = result.error_before_exec or result.error_in_exec
+            shell.user_ns.update(_g_seen=seen, _g_held=held, _g_id=ident,
+                                 _g_probe=probed, _g_try=attempt)
+            if "full" in cell:
+                data.setdefault("held", {})[number] = run_full(cell["full"])
+            trace = data["traces"][number] = []
+        error = execute(cell["code"])
         if number:
             if error:
                 trace.append(["error", first_line(error)])
@@ -108,6 +131,27 @@ def main(job_path, data_path):
             os.replace(data_path + ".part", data_path)
         elif error and not data["stray"] and not cell.get("raises"):
             data["stray"] = f"code cell {cell['number']} raised {first_line(error)}"
+
+    def run_full(code):
+        """The full code's trace, run in a child forked at this state."""
+        nonlocal trace
+        path = data_path + ".held"
+        if os.fork() == 0:
+            try:
+                trace = []
+                error = execute(code)
+                trace += [["error", first_line(error)]] if error else []
+                with open(path, "w") as handle:
+                    json.dump(trace, handle)
+            finally:
+                os._exit(0)
+        os.wait()
+        if not os.path.exists(path):
+            return [["error", "the reference's check ended its process"]]
+        with open(path) as handle:
+            held = json.load(handle)
+        os.remove(path)
+        return held
 
     trace = []
     cells = job["cells"]

@@ -2,7 +2,9 @@
 structural pruning through BatchNorm. The helpers come from the chapter's
 `export` cells."""
 import copy
+import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -449,22 +451,8 @@ def test_a_consistent_module_has_no_problem(model):
 
 
 # (module, tensor to cut, dim, how many to keep, the setting the problem names)
-CUTS = [
-    (lambda: nn.Linear(4, 3), "weight", 1, 2, "[out_features, in_features]"),
-    (lambda: nn.Linear(4, 3), "bias", 0, 2, "[out_features]"),
-    (lambda: nn.Conv2d(3, 6, 3), "weight", 0, 4, "[out_channels, in_channels/groups"),
-    (lambda: nn.ConvTranspose2d(6, 4, 3), "weight", 0, 3, "[in_channels, out_channels/groups"),
-    (lambda: nn.BatchNorm2d(5), "running_var", 0, 3, "[num_features]"),
-    (lambda: nn.LayerNorm(6), "weight", 0, 4, "normalized_shape"),
-    (lambda: nn.GroupNorm(2, 6), "bias", 0, 4, "[num_channels]"),
-    (lambda: nn.Embedding(10, 6), "weight", 0, 8, "[num_embeddings, embedding_dim]"),
-    (lambda: nn.GRU(4, 6), "weight_hh_l0", 1, 4, "[3 * hidden_size, hidden_size]"),
-    (lambda: nn.LSTM(4, 6, num_layers=2), "weight_ih_l1", 1, 5, "[4 * hidden_size,"),
-    (lambda: nn.LSTM(4, 6), "bias_hh_l0", 0, 20, "[4 * hidden_size]"),
-    (lambda: nn.RNN(4, 6, bidirectional=True), "weight_ih_l0_reverse", 1, 3, "input_size"),
-    (lambda: nn.MultiheadAttention(8, 2), "in_proj_weight", 0, 20, "[3 * embed_dim, embed_dim]"),
-    (lambda: nn.MultiheadAttention(8, 2), "in_proj_bias", 0, 20, "[3 * embed_dim]"),
-]
+CUTS = [(lambda text=text: eval(text, {"nn": nn}), *rest) for text, *rest in json.loads(
+    (Path(__file__).parent / "data" / "module_cuts.json").read_text())["cuts"]]
 
 
 @pytest.mark.parametrize("make,attr,dim,keep,setting", CUTS,

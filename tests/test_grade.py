@@ -364,13 +364,16 @@ EXPECTED_ONLY = {stem: texts for stem, texts in json.loads(
 
 @pytest.mark.parametrize("stem", EXPECTED_ONLY)
 def test_a_students_job_holds_no_expected_side_message_or_reference(stem):
-    """A student's job has each check as probe code; only the reference's has the rest."""
+    """A student's job has each check as probe code (with what runs the answer); only
+    the reference's has the rest."""
     its = grader.checks(stem)
     student = json.dumps(grader.student_cells(
         nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4), its))
     reference = json.dumps(grader.reference_job(stem, its))
-    for text in EXPECTED_ONLY[stem]:
+    for text in EXPECTED_ONLY[stem]["gone"]:
         assert text in reference and text not in student, text
+    for text in EXPECTED_ONLY[stem]["kept"]:
+        assert text in student, text
 
 
 def test_all_correct_gets_full_marks(graded):

@@ -228,19 +228,7 @@ def test_reveal_cells_lose_asserts_and_explanations_fold():
 # of them may appear in a student notebook's exercises, code and outputs
 # (EXPECTED), nor in the exercises' prompts (IN_PROMPTS: a prompt may offer
 # both answers, "[10, 90] or [10, 100]?", but not state the one that holds).
-IN_PROMPTS = {"05_variance_pruning": ["must be unchanged"]}
-# ... nor anywhere in a notebook's text (IN_TEXT: what would answer an
-# exercise before the student reaches it).
-IN_TEXT = {"07_tnvp_language_model": ["uniformly among the", "scores 34"]}
-EXPECTED = {
-    "01_reproduce_the_error": ['"works"', "'works'", "-3.0", "== -3"],
-    "02_where_the_error_is_raised": ["AddmmBackward0", "PermuteBackward0",
-                                     "(1, 100): False", "(10, 1): False"],
-    "03_what_holds_the_old_shape": ["[10, 100]", "(True, False)", "['bias', 'weight']",
-                                    '["bias", "weight"]'],
-    "06_any_layer_any_node": ["2.weight"],
-    "07_tnvp_language_model": ["len(VOCAB)", "vocabulary:", "34.0", "== 34"],
-}
+IN_PROMPTS, IN_TEXT, EXPECTED = CASES["in_prompts"], CASES["in_text"], CASES["expected"]
 # The same answers as values, as a digest check would have hashed them
 # (sha256 of repr, its first 12 hex digits, the way the old checks did).
 ANSWER_VALUES = {

@@ -5,6 +5,7 @@ cause its thread established) and ones made live on this torch, each labelled
 with its cause or "cannot tell"; and a property test over any text. The same
 corpus is pasted into the triage page by tests/test_triage_browser.py."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -104,15 +105,8 @@ def test_a_traceback_hint_reorders_the_candidates(hint, first):
     assert ch.read_message(placeholder).candidates[0] in ("sharded placeholder", "batching rule")
 
 
-WHERE = {
-    "optimizer": '  File "/usr/lib/python3/site-packages/torch/optim/adam.py", line 9, in step\n',
-    "average": '  File "/usr/lib/python3/site-packages/torch/optim/swa_utils.py", line 316, in update_parameters\n',
-    "backward": '  File "t.py", line 3, in <module>\n    loss.backward()\n',
-    "forward": '  File "/usr/lib/python3/site-packages/torch/nn/modules/linear.py", line 5, in forward\n',
-    "colab": ("/usr/local/lib/python3.10/dist-packages/torch/optim/sgd.py in step(self, closure)\n"
-              "     75 \n---> 76         sgd(params_with_grad,\n"),
-    "ipython": "<ipython-input-3-1f884f> in <module>\n----> 1 loss.backward()\n",
-}
+WHERE = {frame: text for frame, text in json.loads(
+    (Path(__file__).parent / "data" / "triage_where.json").read_text()).items() if frame != "_"}
 WHERE_IS = {"colab": "optimizer", "ipython": "backward"}
 BROADCAST = ("RuntimeError: The size of tensor a (100) must match the size of tensor b (90) "
              "at non-singleton dimension 1")

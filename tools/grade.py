@@ -51,6 +51,7 @@ holds (`canary`), else the grader stops with what bwrap said.
 """
 import argparse
 import ast
+import copy
 import csv
 import functools
 import hashlib
@@ -206,10 +207,12 @@ def traced(source, answers=()):
             if self.probing:
                 texts = asserts[len(self.probed)][2]
                 self.probed.append(node)
+                probed = ast.List(probes(node.test, texts))
+                self.expected |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {
+                    n.id for n in ast.walk(probed) if isinstance(n, ast.Name)}
                 return ast.Expr(ast.Call(ast.Name("_g_probe"), [
                     ast.Constant(len(self.probed)), ast.Lambda(
-                        ast.arguments([], [], None, [], [], None, []),
-                        ast.List(probes(node.test, texts)))], []))
+                        ast.arguments([], [], None, [], [], None, []), probed)], []))
             texts = []
             asserts.append([ast.unparse(node.test), texts, []])
             held = ast.Call(ast.Name("_g_held"), [ast.Constant(len(asserts)),
@@ -220,8 +223,9 @@ def traced(source, answers=()):
 
     full = ast.fix_missing_locations(Trace(False).visit(ast.parse(source)))
     probing = Trace(True)
-    probing.probed = []
-    tree = without_expectations(probing.visit(ast.parse(source)), set(answers))
+    probing.probed, probing.expected = [], set()
+    tree = probing.visit(ast.parse(source))
+    tree = without_expectations(tree, set(answers), probing.expected)
     return ast.unparse(full), ast.unparse(ast.fix_missing_locations(tree)), asserts
 
 
@@ -238,35 +242,58 @@ def literal(node):
         return False
 
 
-def without_expectations(tree, answers):
-    """`tree` less each statement, at any depth, that only computes what nothing left
-    reads: a definition, or an assignment naming no answer (an expected value)."""
-    def names(node, context=ast.Load):
+def without_expectations(tree, answers, expected):
+    """`tree` less the statements (outside functions) that only compute what nothing
+    left reads, an expected value: naming no answer nor a name holding one, raising
+    or returning nothing, each defines or assigns names, or reads only names that an
+    `expected` side or a dropped statement reads, and writes none a statement left reads."""
+    def names(node, context=(ast.Load, ast.Del)):
         return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
                 and isinstance(getattr(n, "ctx", ast.Load()), context)}
 
-    def unread(statement, read):
-        if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
-            return statement.name not in read
-        targets = getattr(statement, "targets", [getattr(statement, "target", None)])
-        return (isinstance(statement, (ast.Assign, ast.AnnAssign))
-                and all(isinstance(t, (ast.Name, ast.Tuple)) for t in targets)
-                and not names(statement, (ast.Load, ast.Store)) & answers
-                and not {n for t in targets for n in names(t, ast.Store)} & read)
+    local, holding = names(tree, ast.Store), set(answers)
+    for node in [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.For))] * 3:
+        if names(getattr(node, "value", None) or node.iter) & holding:  # it holds an answer
+            holding |= names(ast.Tuple(getattr(node, "targets", [getattr(node, "target", None)])),
+                             ast.Store)
 
-    changed = True
-    while changed:
-        read, changed = names(tree), False
-        for node in list(ast.walk(tree)):
-            for field in ("body", "orelse", "finalbody"):
-                statements = getattr(node, field, None)
-                if isinstance(statements, list) and statements and isinstance(
-                        statements[0], ast.stmt):
-                    kept = [s for s in statements if not unread(s, read)]
-                    if len(kept) < len(statements):
-                        setattr(node, field, kept or [ast.Pass()])
-                        changed = True
-    return tree
+    def written(statement):  # None: it stays
+        if names(statement, (ast.Load, ast.Store)) & holding:
+            return None
+        if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            return {statement.name}
+        if any(isinstance(n, (ast.Raise, ast.Return, ast.Global)) for n in ast.walk(statement)):
+            return None
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):  # and a target's object
+            targets = ast.Tuple(getattr(statement, "targets", [getattr(statement, "target", None)]))
+            return names(targets, (ast.Store, ast.Load)) or None
+        read = names(statement) & local
+        return read | names(statement, ast.Store) if read and read <= expected else None
+
+    def head(statement):  # what a statement reads, but in the statements it holds
+        part = copy.copy(statement)
+        if not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            part.body = part.orelse = part.finalbody = part.handlers = []
+        return names(part)
+
+    while True:
+        inside = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.ClassDef))
+                  for n in ast.walk(f)}
+        lists = [(n, f, getattr(n, f)) for n in ast.walk(tree) if id(n) not in inside
+                 for f in ("body", "orelse", "finalbody")
+                 if isinstance(getattr(n, f, None), list) and getattr(n, f)]
+        maybe = {id(s): w for _, _, ss in lists for s in ss if (w := written(s)) is not None}
+        needed = set().union(*(head(s) for _, _, ss in lists for s in ss if id(s) not in maybe))
+        while more := [s for _, _, ss in lists for s in ss if maybe.get(id(s), set()) & needed]:
+            for s in more:
+                maybe.pop(id(s))
+                needed |= head(s)
+        if not maybe:
+            return tree
+        for node, field, statements in lists:
+            expected |= local & set().union(*(names(s, (ast.Load, ast.Store))
+                                              for s in statements if id(s) in maybe))
+            setattr(node, field, [s for s in statements if id(s) not in maybe] or [ast.Pass()])
 
 
 @functools.lru_cache

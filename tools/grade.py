@@ -33,7 +33,7 @@ agree and every assert of the full run held (`verdict`), else says which
 operand differed, what was expected and what was got (the limit, hidden
 tests on the public pages: book/for_teachers.md).
 Notebooks run in parallel (`--jobs`: as many as cores and memory allow),
-a line each shows the progress; FOLDER/.grading/ keeps what was graded, so
+a progress bar (tqdm) shows them; FOLDER/.grading/ keeps what was graded, so
 an interrupted run resumes (--regrade runs it all again). grades.csv is safe
 to open in a spreadsheet (`spreadsheet_safe`, after OWASP's advice).
 
@@ -65,11 +65,11 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
+from tqdm import tqdm
 
 import tools.student
 from tools.book import tags
@@ -662,15 +662,10 @@ def keep(path, made):
 
 
 def parallel(function, items, jobs, what):
-    """[function(item)] of `items`, `jobs` at a time, a line of progress each."""
-    start, results = time.monotonic(), []
+    """[function(item)] of `items`, `jobs` at a time, with a progress bar."""
     with ThreadPoolExecutor(jobs) as pool:
-        for done, result in enumerate(pool.map(function, items), 1):
-            results.append(result)
-            spent = time.monotonic() - start
-            print(f"{what}: {done}/{len(items)}, {spent:.0f} s, about "
-                  f"{spent / done * (len(items) - done):.0f} s left", flush=True)
-    return results
+        return list(tqdm(pool.map(function, items), total=len(items), desc=what, unit="notebook",
+                         file=sys.stdout, mininterval=1))
 
 
 def exercise_rows(job, result, reference, limits):

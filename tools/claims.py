@@ -18,7 +18,7 @@ from tools.versions import RESULTS, today_keys
 
 TABLE = GENERATED / "claims.md"
 MARKER = re.compile(r"\([^()`]*?(?:shown|asserted): `([^`]+)`[^()]*\)")
-TEXT = r"(?:`[^`]*`|[^.!?\n`])"     # a sentence's text: a code span's dots do not end it
+TEXT = r"(?:`[^`]*`|\((?:`[^`]*`|[^()`])*\)|(?<=\d)\.(?=\d)|[^.!?\n`])"  # dots in code, (...), 2.6 go on
 SENTENCE = re.compile(TEXT + r"*?\([^()`]*?(?:shown|asserted): `[^`]+`[^()]*\)" + TEXT + r"*[.!?]?")
 
 

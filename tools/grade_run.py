@@ -136,7 +136,7 @@ def main(job_path, data_path):
         """The full code's trace, run in a child forked at this state."""
         nonlocal trace
         path = data_path + ".held"
-        if os.fork() == 0:
+        if (child := os.fork()) == 0:
             try:
                 trace = []
                 error = execute(code)
@@ -145,7 +145,7 @@ def main(job_path, data_path):
                     json.dump(trace, handle)
             finally:
                 os._exit(0)
-        os.wait()
+        os.waitpid(child, 0)  # this child: a chapter's own may end meanwhile
         if not os.path.exists(path):
             return [["error", "the reference's check ended its process"]]
         with open(path) as handle:

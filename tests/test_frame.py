@@ -230,12 +230,14 @@ MACHINERY = ("tools", "book/_ext", "book/_templates", "tests")
 def test_machinery_stays_below_two_and_a_half_lines_per_line_of_chapter_code():
     """Lines of the Python, JavaScript and HTML under tools/, book/_ext/,
     book/_templates/ and tests/ (tests/data/ aside), per line of the
-    chapters' hand-written code cells (copies and the stored study aside)."""
+    chapters' hand-written code cells (copies and the stored study aside),
+    their class editions' graded exercises (book/graded/) included."""
     root = CHAPTERS[0].parent.parent
     machinery = sum(lines(path) for folder in MACHINERY for path in (root / folder).rglob("*")
                     if path.suffix in {".py", ".js", ".html"} and "data" not in path.parts
                     and "__pycache__" not in path.parts)
-    chapter_code = sum(len(cell.source.splitlines()) for path in CHAPTERS
+    graded = sorted((root / "book" / "graded").glob("*.ipynb"))
+    chapter_code = sum(len(cell.source.splitlines()) for path in [*CHAPTERS, *graded]
                        for cell in nbformat.read(path, as_version=4).cells
                        if cell.cell_type == "code" and "generated" not in tags(cell))
     assert machinery / chapter_code <= 2.5, (machinery, chapter_code)

@@ -9,7 +9,8 @@ Chapter 1 is the fastest to run; cases that do not interfere share a notebook.
 The class:
 amy    the shipped notebook and a vandal cell (`vandal`), then an IPython
        input transformer blanking every later cell
-ana    every answer of the book put back: full marks
+ana    every graded exercise's solution put back: full marks
+pat    the book's public solutions pasted in the answer cells: zero
 bob    the shipped student notebook: zero, each check naming its exercise
 cal    the answers, the first writing a warning to stderr, a pasted copy of
        check 2 and check 3 deleted: full marks (the checks are the grader's)
@@ -21,8 +22,8 @@ eve    the book's answers renamed as Colab saves a copy, a first code cell
 ivy    chapter 2's notebook under chapter 1's file name, and a notebook from
        elsewhere
 lee    only a symbolic link to ana's notebook
-tia    nothing but tricks (TRICKS): empty functions for exercises 1 and 2,
-       and the book's own value for exercise 3, which is not tia's variant
+tia    nothing but tricks (TRICKS): the question's shapes, the book's value
+       for its own exercise, an empty function
 CHEATS tia's tricks after a cell attacking the grading (each said in
        tests/data/grade_cheats.json): each earns zero
 =SUM(1), +1, -1, @x   names a spreadsheet would run (@x holds a notebook
@@ -33,8 +34,8 @@ fay's class: fay, a cell that loops for ever, deaf to SIGINT (the cell
 gil's class: gil, a few short cells, then a process in a session of its
        own and a C call that ignores signals, past the notebook time-out
 the roster's class: a Moodle export's folder of a student on the roster
-       (the answers of her variant), one emptying BOOK_STUDENT before the
-       right answers, and a folder the roster does not name
+       (the answers of her variant), one emptying BOOK_STUDENT and
+       STUDENT_ID before the right answers, and a folder the roster does not name
 """
 import copy
 import csv
@@ -52,10 +53,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.test_student_edition import HONEST
 from tools import grade as grader
 from tools.book import BOOK, ROOT, tags
-from tools.student import STUDENT
+from tools.student import GRADED, STUDENT
 
 ONE = "01_reproduce_the_error"
 TWO = "02_where_the_error_is_raised"
@@ -68,29 +68,30 @@ SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
 # attacks on the grading, each a cell before tia's tricks: each earns 0
 CHEATS = {name: code for name, code in json.loads(
     (Path(__file__).parent / "data" / "grade_cheats.json").read_text()).items() if name != "_"}
-MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *CHEATS,
+MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "pat", "tia", *CHEATS,
         *SPREADSHEET]
 ROLL = {"Ana Lopez_48213_assignsubmission_file_": "s-48213",
         "Env Cheat_48214_assignsubmission_file_": "s-48214"}
-# tia's answers: what passes a check that only tests that nothing raises, and
-# the answer the book prints for its own variant
-TRICKS = {1: "def keep_all(layer):\n    pass",
-          2: "def fixed_before_pruning(layer):\n    pass",
-          3: "predicted_grad = -3.0"}
+# tia's answers: the question's shapes, the book's answer to its own
+# exercise on accumulation, and what passes a check that only tests that
+# nothing raises
+TRICKS = {1: "got_shape = [10, 90]\nexpected_shape = [10, 100]",
+          2: "predicted_grad = -3.0",
+          3: "def train_then_prune(layer, keep):\n    pass"}
 
 
-def answered(stem):
-    """The student notebook of `stem` with the book's answers put back; where
-    an exercise has a variant per student, the answer that computes it from
-    the student's own sizes (HONEST), since the grader gives each kernel the
-    student's folder name."""
-    book = nbformat.read(BOOK / f"{stem}.ipynb", as_version=4)
+def answered(stem, folder=GRADED):
+    """The student notebook of `stem` with the solutions of the notebook in
+    `folder` put back in order: the graded exercises' (they compute each
+    answer from the student's own variant, since the grader gives each
+    kernel the student's id), or the book's own (BOOK)."""
+    book = nbformat.read(folder / f"{stem}.ipynb", as_version=4)
     student = nbformat.read(STUDENT / f"{stem}.ipynb", as_version=4)
     solutions = [c.source for c in book.cells if "solution" in tags(c)]
     answers = [c for c in student.cells if "answer" in tags(c)]
-    assert len(answers) == len(solutions), stem
-    for number, (cell, solution) in enumerate(zip(answers, solutions), 1):
-        cell.source = HONEST.get(stem, {}).get(number, solution)
+    assert folder != GRADED or len(answers) == len(solutions), stem
+    for cell, solution in zip(answers, solutions):
+        cell.source = solution
     return student
 
 
@@ -193,10 +194,11 @@ def build(root):
     (students["bob"] / f"{ONE}.ipynb").write_bytes((STUDENT / f"{ONE}.ipynb").read_bytes())
 
     cal = copy.deepcopy(right)
-    first = cal.cells[index_of(cal, "ch01-exercise-1-answer")]
-    first.source += ("\n\nimport sys\n_keep_all = keep_all\n\n\ndef keep_all(layer):\n"
-                     "    print('a warning, on stderr', file=sys.stderr)\n"
-                     "    return _keep_all(layer)\n")
+    last = cal.cells[index_of(cal, "ch01-exercise-3-answer")]
+    last.source += ("\n\n\nimport sys\n_train_then_prune = train_then_prune\n\n\n"
+                    "def train_then_prune(layer, keep):\n"
+                    "    print('a warning, on stderr', file=sys.stderr)\n"
+                    "    return _train_then_prune(layer, keep)\n")
     pasted = copy.deepcopy(cal.cells[index_of(cal, "ch01-exercise-2-check")])
     pasted["id"] = "pasted-check"
     del cal.cells[index_of(cal, "ch01-exercise-3-check")]
@@ -216,6 +218,7 @@ def build(root):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),
                    students["ivy"] / "scratch.ipynb")
     (students["lee"] / f"{ONE}.ipynb").symlink_to(students["ana"] / f"{ONE}.ipynb")
+    nbformat.write(answered(ONE, BOOK), students["pat"] / f"{ONE}.ipynb")
     tia = shipped(ONE)
     for number, trick in TRICKS.items():
         tia.cells[index_of(tia, f"ch01-exercise-{number}-answer")].source = trick
@@ -247,7 +250,8 @@ def build(root):
     for name in ROLL:
         (roll / name).mkdir()
     nbformat.write(right, roll / next(iter(ROLL)) / f"{ONE}.ipynb")
-    nbformat.write(with_code_first(right, "import os\nos.environ['BOOK_STUDENT'] = ''"),
+    nbformat.write(with_code_first(right, "import os\nos.environ['BOOK_STUDENT'] = ''\n"
+                                          "STUDENT_ID = ''"),
                    roll / list(ROLL)[1] / f"{ONE}.ipynb")
     return students
 
@@ -349,7 +353,16 @@ def test_a_submission_made_of_tricks_scores_zero(graded):
     rows = rows_of(graded, "tia")
     assert [(r["exercise"], r["points"]) for r in rows] == [("1", "0"), ("2", "0"), ("3", "0")], rows
     # each lost point says why: what was expected, what the notebook gave
-    assert rows[0]["failure"] == "`passes` is [], expected [[10, 100], [10, 100]]", rows
+    assert rows[0]["failure"] == (
+        "got_shape: the node returned [3, 81] on your Linear(106, 3) with 81 columns kept; "
+        "your answer was [10, 90]"), rows
+
+
+def test_the_books_public_solutions_earn_nothing(graded):
+    # the chapter's own exercises and their solutions are public; the graded
+    # ones are other exercises, of the student's variant
+    assert [(r["exercise"], r["points"]) for r in rows_of(graded, "pat")] == [
+        ("1", "0"), ("2", "0"), ("3", "0")]
 
 
 def test_each_attack_on_the_grading_earns_nothing(graded):
@@ -616,10 +629,11 @@ def test_the_sandbox_shows_the_system_and_its_own_folders_and_nothing_beside(tmp
 
 def test_the_roster_maps_an_lms_export_and_a_mismatch_is_a_mismatch(graded):
     """Graded under the roster's id (her variant), not the folder's name; a
-    notebook emptying BOOK_STUDENT answers the book's variant, not its own."""
+    notebook emptying BOOK_STUDENT and STUDENT_ID is graded on the roster's
+    variant all the same: the grader runs the variant cells with that id."""
     ana, cheat = (rows_of(graded, name) for name in ROLL)
     assert [(r["id"], r["points"], r["failure"]) for r in ana] == [("s-48213", "1", "")] * 3
-    assert [r["points"] for r in cheat] == ["1", "1", "0"], cheat
+    assert [(r["id"], r["points"]) for r in cheat] == [("s-48214", "1")] * 3, cheat
     assert [r["failure"] for r in rows_of(graded, "stranger")] == [
         "not graded: a roster mismatch, not a wrong answer: no row of the roster names "
         "this folder (its folder or email column); add one and grade again"]

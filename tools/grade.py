@@ -4,7 +4,8 @@
         [--timeout 600] [--cell-timeout 120] [--memory-mb 6000]
 
 FOLDER holds one sub-folder per student (an LMS export's), each with any of
-the student notebooks (book/student/) under any file name; a notebook's
+the student notebooks (book/student/: their graded exercises are the bank's,
+book/graded/, on no public page) under any file name; a notebook's
 chapter is read from its exercise cells' ids. It writes FOLDER/grades.csv
 (COLUMNS: a row per exercise graded, and one per file, folder or student not
 graded, saying why) and FOLDER/feedback/STUDENT.md. Whatever a file holds or
@@ -16,7 +17,8 @@ free names (`grades-1.csv`). Of a chapter handed in twice, the copy with
 more answer cells changed is graded (the first by name on a tie). The
 roster (`read_roster`: `id`, and `folder` and/or `email`) maps a folder,
 Moodle's `_48213_assignsubmission_file_` ignored, to the student's id, which
-picks the variants (BOOK_STUDENT); a folder it does not name is a row
+picks the variants (BOOK_STUDENT: the grader runs its own copy of each
+variant cell, before the answer, with STUDENT_ID that id); a folder it does not name is a row
 saying so. Without a roster, the folder's name is the id.
 
 The student's code computes; it never judges. Each notebook runs in the
@@ -77,6 +79,7 @@ from tools.student import STUDENT
 
 COLUMNS = ["student", "id", "notebook", "exercise", "points", "max_points", "failure"]
 GRADE_ID = re.compile(r"^ch(\d\d)-exercise-(\d+)-(check|answer)$")
+VARIANT_ID = re.compile(r"^graded-(\d+)-variant$")  # the bank's (book/graded/) cell ids
 RESERVED = {"grades.csv", "feedback"}
 A_FILE = "not graded: a file, not a student's folder (one sub-folder per student)"
 NOBODY = 65534
@@ -299,44 +302,54 @@ def without_expectations(tree, answers, expected):
 @functools.lru_cache
 def checks(stem):
     """{exercise number: (full code, probe code, asserts, names its answer
-    assigns)} of chapter `stem`: the grading notebook's checks (hidden tests kept)."""
-    found, names = {}, {}
+    assigns, its variant cell's code or None)} of chapter `stem`: the grading
+    notebook's checks (hidden tests kept)."""
+    found, names, variants = {}, {}, {}
     for cell in tools.student.grading_notebook(stem).cells:
         match = GRADE_ID.match(grade_id_of(cell))
-        if match and match[3] == "answer":
+        if variant := VARIANT_ID.match(cell.get("id", "")):
+            variants[int(variant[1])] = cell.source
+        elif match and match[3] == "answer":
             names[int(match[2])] = tools.student.stub_names(cell.source)
         elif match:
             its = names.get(int(match[2]), [])
-            found[int(match[2])] = (*traced(cell.source, its), its)
+            found[int(match[2])] = (*traced(cell.source, its), its, variants.get(int(match[2])))
     return found
 
 
 def job_cell(cell, number, check=None, its=None, full=False):
-    """A job's code cell; of a check, its probe code, and its full code if `full`."""
+    """A job's code cell; of a check, its probe code, and its full code if `full`;
+    a variant cell runs with the grader's STUDENT_ID (tools/grade_run.py)."""
     if not check:
-        return dict(code=cell.source, number=number, raises="raises-exception" in tags(cell))
+        return dict(code=cell.source, number=number, raises="raises-exception" in tags(cell),
+                    variant=bool(VARIANT_ID.match(cell.get("id", ""))))
     return dict(code=its[1], number=number, check=check, names=its[3]) | (
         dict(full=its[0]) if full else {})
 
 
 def student_cells(notebook, its_checks):
     """The job's cells of a student's notebook: its code cells, the grader's
-    check of exercise N in place of the first check cell after the answer
-    (after the answer cell if the check was deleted; first if both were)."""
+    variant cell of exercise N before its answer cell, and the grader's check
+    in place of the first check cell after the answer (after the answer cell
+    if the check was deleted; first if both were)."""
     code = [c for c in notebook.cells if c.cell_type == "code"]
     kinds = [GRADE_ID.match(grade_id_of(c)) for c in code]
-    replace, after = {}, {}
+    replace, after, before = {}, {}, {}
     for number in its_checks:
         answer = next((i for i, m in enumerate(kinds)
                        if m and m.group(2, 3) == (str(number), "answer")), -1)
+        if its_checks[number][4]:
+            before.setdefault(max(answer, 0), []).append(dict(
+                code=its_checks[number][4], number=0, variant=True))
         at = next((i for i, m in enumerate(kinds) if i > answer and m
                    and m.group(2, 3) == (str(number), "check")), None)
         if at is None:
             after.setdefault(answer, []).append(number)
         else:
             replace[at] = number
-    cells = [job_cell(None, 0, n, its_checks[n]) for n in after.get(-1, [])]
+    cells = before.get(0, []) + [job_cell(None, 0, n, its_checks[n]) for n in after.get(-1, [])]
     for index, cell in enumerate(code):
+        cells += before.get(index, []) if index else []
         cells.append(job_cell(cell, index + 1, replace.get(index), its_checks.get(
             replace.get(index))))
         cells += [job_cell(None, 0, n, its_checks[n]) for n in after.get(index, [])]
@@ -347,7 +360,8 @@ def reference_job(stem, its_checks):
     """The job's cells of the book's chapter `stem` (its solutions), with the
     grader's checks, and where to fork: the exercises, or the first cell
     that reads the student's id if that comes first."""
-    book = nbformat.read(tools.student.chapter_path(stem), as_version=4)
+    path = tools.student.chapter_path(stem)
+    book = tools.student.class_chapter(nbformat.read(path, as_version=4), path)
     start = min([tools.student.exercises_start(book)] + [
         i for i, c in enumerate(book.cells) if "BOOK_STUDENT" in c.source])
     cells, answers, fork_at = [], 0, None
@@ -424,10 +438,12 @@ def verdict(got, expected, held, asserts):
     and every assert of the reference's full run `held`, else why not, as the
     student can act on it."""
     for mine, theirs in zip(got + [None] * len(expected), expected):
+        if not mine:
+            return "the check did not run as the grader's does (stopped early or changed)"
         if theirs[0] == "error":
             return f"with your answer, the check raised {theirs[1]}"
         if not mine or mine[0] != "probe" or mine[1] != theirs[1]:
-            return mine[1] if mine and mine[0] == "error" else (
+            return mine[1] if mine[0] == "error" else (
                 "the check did not run as the grader's does (stopped early or changed)")
         test, _, texts = asserts[theirs[1] - 1]
         if len(mine[2]) != len(theirs[2]):
@@ -439,10 +455,12 @@ def verdict(got, expected, held, asserts):
             return "; ".join(wrong[:2])[:600]
     if len(got) != len(expected):
         return "the check did not run as the grader's does"
-    for entry in held:
+    for entry, after in zip(held, held[1:] + [[""]]):
         if entry[0] == "error":
             return f"with your answer, the check raised {entry[1]}"
         if entry[3] is not True:
+            if after[0] == "error" and after[1].startswith("AssertionError: "):
+                return after[1].removeprefix("AssertionError: ")  # the assert's own words
             test, texts, _ = asserts[entry[1] - 1]
             return f"`{test}` does not hold: " + "; ".join(
                 f"`{texts[j]}` is {shown(value)}" for j, value in entry[2])[:600]
@@ -675,7 +693,7 @@ def exercise_rows(job, result, reference, limits):
     if isinstance(data.get("stray"), str) and data["stray"]:
         rows.append(row(student, shown_as, first_line(
             f"outside the exercises, {data['stray']} (the checks ran anyway)"), ident=ident))
-    for number, (_, _, asserts, _) in checks(stem).items():
+    for number, (_, _, asserts, *_) in checks(stem).items():
         try:
             got = data.get("traces", {}).get(str(number))
             expected = reference.get("traces", {}).get(str(number))

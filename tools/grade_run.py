@@ -2,7 +2,8 @@
 JOB's code cells in an IPython shell, each under a time-out, each check as
 its probe code (tools.grade.traced); after each check it writes DATA, plain
 data (`encode`): the answer values and what the probes recorded. It judges
-nothing. A reference run (JOB has "requests") runs the book's chapter up to
+nothing. A variant cell runs with STUDENT_ID the roster's id, read from the
+environment before any cell could change it. A reference run (JOB has "requests") runs the book's chapter up to
 "fork_at" once, then forks per student: the child takes the student's id
 and plain-data answers and runs the rest, each check's full code first in a
 child of its own ("held"), then its probe code; it writes its data."""
@@ -60,6 +61,7 @@ def main(job_path, data_path):
     job = json.loads(open(job_path).read())
     shell = InteractiveShell.instance()
     data = {"values": {}, "traces": {}, "stray": ""}
+    student = os.environ.get("BOOK_STUDENT", "")  # the roster's, read before any cell runs
     recorded, seen_ids = [], {}
 
     def seen(value, operand):
@@ -106,6 +108,8 @@ def main(job_path, data_path):
     def run(cell, inject):
         nonlocal trace
         number = cell.get("check")
+        if cell.get("variant"):  # a variant drawn for the roster's id, whatever a cell did
+            shell.user_ns["STUDENT_ID"] = student
         if number:
             for name, value in inject.get(str(number), {}).items():
                 try:  # the student's plain-data answers, in the reference run
@@ -165,7 +169,7 @@ def main(job_path, data_path):
         child = os.fork()
         if child == 0:
             try:
-                os.environ["BOOK_STUDENT"] = request["student"]
+                os.environ["BOOK_STUDENT"] = student = request["student"]
                 data_path = os.path.join(os.path.dirname(data_path), request["key"] + ".json")
                 for cell in cells[job["fork_at"]:]:
                     run(cell, request["inject"])

@@ -4,7 +4,14 @@ Written by `make generate` (tools.generate) with the book's other generated
 files, from the chapters as generated (copies, setup cells and links
 included).
 
-From each chapter of _toc.yml:
+From each chapter of _toc.yml, as its class edition (`class_chapter`): the
+chapter's cells before its exercises, then the graded exercises of
+book/graded/NN_name.ipynb in their place. That folder is no page of the
+book (not in _toc.yml, excluded in _config.yml): its exercises, drawn per
+student id (each a `graded-N-variant` cell, which the grader runs with the
+roster's id), their solutions and hidden tests appear on no public page;
+the chapter's own exercises stay in the book with their solutions, for
+practice. Then:
 - the first Markdown cell says, under the title, that this is the student
   edition, where the answers go, and to save a copy in Drive first;
 - each prediction waits for the student: the cell that reveals a
@@ -34,8 +41,6 @@ in the exercises only:
   notebook never shows) are removed; `grading_notebook(stem)` is the same
   student notebook with them kept, the source the grader (tools.grade)
   runs;
-- each `<details><summary>Solution N</summary> ... </details>` explanation is
-  removed (a Markdown cell left empty is dropped).
 A folded plotting cell loses its figure (the student's run draws it again:
 the chapters with a study would otherwise carry their plots twice).
 Every other cell, outputs included, is copied unchanged. The output is a
@@ -56,8 +61,8 @@ import nbformat
 from tools.book import BOOK, chapter_number, render, tags, toc_notebooks
 
 STUDENT = BOOK / "student"
-EXPLANATION = re.compile(
-    r"\n*<details>\n<summary>Solution \d+</summary>\n.*?</details>\n*", re.S)
+# the graded exercises of each chapter's class edition: on no public page
+GRADED = BOOK / "graded"
 PREDICT = "**Predict.**"
 BANNER = (
     "> **Student edition.** Your answers go in the cells that start with "
@@ -85,10 +90,7 @@ def stub_error(number):
 
 def stub(source, number):
     """The student's starting point for the answer cell `source`."""
-    lines = source.splitlines()
-    if lines and lines[0].startswith("# @title"):
-        lines = lines[1:]
-    code = "\n".join(lines)
+    code = source
     tree = ast.parse(code)
     out = [f"# Exercise {number}: your answer here, then run the check below."]
     names, functions = [], []
@@ -277,6 +279,19 @@ def with_banner(source):
     return "\n".join(lines[:title + 1] + ["", BANNER] + lines[title + 1:])
 
 
+def class_chapter(notebook, path):
+    """The chapter `notebook` (at `path`) as its student edition starts from:
+    its cells before its exercises (which stay in the book, with their
+    solutions), then the graded exercises of book/graded/ (with theirs)."""
+    start = exercises_start(notebook)
+    head = copy.deepcopy(notebook.cells[start])
+    head.source = head.source[:re.search(r"^## Exercises", head.source, re.M).start()].rstrip()
+    graded = nbformat.read(GRADED / path.name, as_version=4)
+    out = copy.deepcopy(notebook)
+    out.cells = out.cells[:start] + ([head] if head.source else []) + graded.cells
+    return out
+
+
 def student_notebook(notebook, chapter=0, hidden_tests=False):
     """A new notebook: the chapter with its answers left to the student.
     With `hidden_tests`, the check cells keep their hidden tests (the
@@ -312,17 +327,11 @@ def student_notebook(notebook, chapter=0, hidden_tests=False):
         if index in explained and index < start:
             cell.source = folded_explanation(cell.source)
         if index >= start:
-            if cell.cell_type == "markdown":
-                cell.source = EXPLANATION.sub("\n\n", cell.source).strip("\n")
-                if not cell.source.strip():
-                    continue
-            elif "solution" in tags(cell):
+            if "solution" in tags(cell):
                 answers += 1
                 cell.source = stub(cell.source, answers).rstrip("\n")
                 names = stub_names(cell.source)
-                cell.metadata.pop("cellView", None)
-                cell.metadata["tags"] = [t for t in tags(cell)
-                                         if t not in ("solution", "hide-input")] + ["answer"]
+                cell.metadata["tags"] = [t for t in tags(cell) if t != "solution"] + ["answer"]
                 cell.metadata["nbgrader"] = nbgrader_metadata(chapter, answers, "answer")
                 cell.outputs, cell.execution_count = [], None
             elif "exercise-check" in tags(cell):
@@ -356,11 +365,12 @@ def grading_notebook(stem):
     (book/student/) with the hidden tests of its checks kept. Made from the
     chapter as committed (generated: copies, setup cell and links in place)."""
     path = chapter_path(stem)
-    return student_notebook(nbformat.read(path, as_version=4), chapter_number(path),
-                            hidden_tests=True)
+    return student_notebook(class_chapter(nbformat.read(path, as_version=4), path),
+                            chapter_number(path), hidden_tests=True)
 
 
 def editions(chapters):
     """{student path: file text} for each chapter of `chapters` ({path: notebook})."""
-    return {STUDENT / path.name: render(student_notebook(notebook, chapter_number(path)))
+    return {STUDENT / path.name: render(student_notebook(class_chapter(notebook, path),
+                                                         chapter_number(path)))
             for path, notebook in chapters.items()}

@@ -4,24 +4,27 @@
 Every page of the toc has its own description, a canonical link to its
 address on the published book, Open Graph and Twitter tags whose image is
 its card (a PNG in the build), and is listed in sitemap.xml, which lists
-nothing else (no search page, index, 404 page or teacher's page). The 404
-page, the root page, the search page and the chapters' pointers to the fix
-are checked as a reader (or a crawler) meets them. Reads files only: well
-under a second.
+nothing else (no search page, index, 404 page or teacher's page). No line
+of a graded exercise's solution or hidden tests is in any of its files. The
+404 page, the root page, the search page and the chapters' pointers to the
+fix are checked as a reader (or a crawler) meets them. Reads files only.
 """
 import html
 import re
 import struct
+import zipfile
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.etree import ElementTree
 
+import nbformat
 import pytest
 
 from book._ext.findable import quick_fix_code, site_url
-from tools import links
-from tools.book import BOOK, ROOT, THE_ERROR, toc_entries, toc_notebooks
+from tools import downloads, links
+from tools.book import BOOK, ROOT, THE_ERROR, tags, toc_entries, toc_notebooks
+from tools.student import GRADED, STUDENT
 from tools.sites import TEACHER_PAGES
 
 HTML = ROOT / "_build" / "html"
@@ -260,3 +263,64 @@ def test_a_title_too_long_for_a_card_stops_the_build(tmp_path):
     with pytest.raises(FindableError, match="does not fit on a card"):
         draw_card(tmp_path / "card.png", "pruning " * 40, "site", "someone.github.io/book")
     assert not (tmp_path / "card.png").exists()
+
+
+def visible_text(path):
+    """A built file's text as a reader or a download holds it, whitespace
+    collapsed: a page's without tags, a notebook's cell sources, a zip's
+    members', a PDF's extracted text."""
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            return " ".join(notebook_text(archive.read(name).decode(errors="replace"))
+                            for name in archive.namelist())
+    if path.suffix == ".pdf":
+        from pypdf import PdfReader
+        return " ".join(" ".join(page.extract_text() or "" for page in PdfReader(path).pages)
+                        .split())
+    text = path.read_text(errors="replace")
+    if path.suffix == ".ipynb":
+        return notebook_text(text)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
+
+
+def notebook_text(text):
+    try:
+        cells = nbformat.reads(text, as_version=4).cells
+    except Exception:
+        return " ".join(text.split())
+    return " ".join(" ".join(cell.source.split()) for cell in cells)
+
+
+def lines_of(notebook, kept):
+    """The lines (whitespace collapsed, 20 characters or more) of the cells of
+    `notebook` for which `kept(cell)` holds."""
+    return {" ".join(line.split()) for cell in notebook.cells if kept(cell)
+            for line in cell.source.splitlines() if len(" ".join(line.split())) >= 20}
+
+
+def test_no_graded_solution_or_hidden_test_is_on_the_site(tmp_path):
+    """The graded exercises (book/graded/) are the class's: none of their
+    solution or hidden-test lines (but those the student edition shows, such
+    as a function's signature) is in any page, source, notebook, zip or PDF
+    of the built site, nor in the notebooks' zip; the chapters' own solutions
+    are, read the same way (so the reading can find what it looks for)."""
+    public = "\n".join(notebook_text(path.read_text())
+                       for path in [*toc_notebooks(), *STUDENT.glob("*.ipynb")])
+    secret, practice = set(), set()
+    for path in sorted(GRADED.glob("*.ipynb")):
+        graded = nbformat.read(path, as_version=4)
+        secret |= lines_of(graded, lambda c: "solution" in tags(c)) | {
+            " ".join(line.split()) for cell in graded.cells
+            for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS",
+                                    cell.source, re.S)
+            for line in block.splitlines() if len(" ".join(line.split())) >= 20}
+        chapter = nbformat.read(BOOK / path.name, as_version=4)
+        practice |= lines_of(chapter, lambda c: "solution" in tags(c))
+    secret = {line for line in secret if line not in public}
+    assert len(secret) > 100 and practice, (len(secret), len(practice))
+    files = [p for p in HTML.rglob("*") if p.is_file() and p.suffix in (
+        ".html", ".txt", ".ipynb", ".md", ".js", ".json", ".zip", ".pdf")]
+    files.append(downloads.notebooks_zip(tmp_path / "notebooks.zip"))
+    site_text = "\n".join(visible_text(p) for p in files)
+    assert not [line for line in secret if line in site_text][:5]
+    assert sum(line in site_text for line in practice) >= len(practice) * 0.9

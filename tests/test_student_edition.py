@@ -429,3 +429,13 @@ def test_every_graded_exercise_varies_and_two_students_rarely_share_a_variant(st
     counts = collections.Counter(drawn).values()
     shared = sum(n * (n - 1) for n in counts) / (len(drawn) * (len(drawn) - 1))
     assert len(counts) >= 10 and shared < 0.1, (len(counts), shared)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_the_books_own_exercises_are_practice_not_graded(path):
+    """The chapter's exercises are for practice (the graded ones are the class
+    edition's): none of them speaks of grading, a roster or a teacher."""
+    book = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in book.cells[student_edition.exercises_start(book):])
+    assert not re.findall(r".{0,40}\b(?:graded|hand (?:the notebook )?in|roster|teacher)\b.{0,40}",
+                          text, re.I)

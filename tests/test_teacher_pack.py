@@ -140,7 +140,8 @@ def make(target):
                                    f"\n{result.stderr[-3000:]}"
 
 
-SITE_SOURCES = [*(BOOK / "student").glob("*.ipynb"), *(BOOK / "_generated").glob("*"),
+SITE_SOURCES = [*(BOOK / "student").glob("*.ipynb"), *(BOOK / "graded").glob("*"),
+                *(BOOK / "_generated").glob("*"),
                 *BOOK.glob("*.md"), ROOT / "tools" / "sites.py", ROOT / "_config.yml",
                 *(ROOT / "tools" / "slides_template").rglob("*"), *toc_notebooks()]
 
@@ -161,14 +162,16 @@ def visible(text):
 
 
 def solution_texts():
-    """[(chapter, text)]: the lines of each solution cell that its student
-    stub does not keep, and each explained solution's sentences."""
+    """[(chapter, text)]: the lines of each solution cell (the chapter's and
+    its graded exercises') that its student stub does not keep, and each
+    explained solution's sentences."""
     found = []
     for path in toc_notebooks():
-        book = nbformat.read(path, as_version=4)
         student = nbformat.read(BOOK / "student" / path.name, as_version=4)
         kept = {line.strip() for cell in student.cells for line in cell.source.splitlines()}
-        for cell in book.cells:
+        cells = [cell for source in (path, BOOK / "graded" / path.name)
+                 for cell in nbformat.read(source, as_version=4).cells]
+        for cell in cells:
             if "solution" in cell.metadata.get("tags", []):
                 found += [(path.stem, line.strip()) for line in cell.source.splitlines()
                           if len(line.strip()) >= 30 and line.strip() not in kept
@@ -249,6 +252,9 @@ def test_pack_holds_guide_answers_run_sheets_slides_and_logistics(pack):
         assert f"teacher-pack/runsheets/lesson_{lesson}.html" in names
         assert f"teacher-pack/slides/lesson_{lesson}.slides.html" in names
     assert "teacher-pack/slides/reveal.js/dist/reveal.js" in names
+    for path in toc_notebooks():  # the graded exercises, their solutions and hidden tests
+        graded = pack[f"teacher-pack/graded/{path.name}"].decode()
+        assert graded == (BOOK / "graded" / path.name).read_text(), path.name
     answers = visible(pack["teacher-pack/book/assessment_answers.html"].decode())
     assert "marking scheme" in answers and "(4)" in answers
 

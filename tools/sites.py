@@ -15,8 +15,9 @@ the same sources:
 - the teacher's pack, `_build/teacher-pack.zip` (attached to each release
   by the release workflow): the teacher's guide, the logistics page, the
   teaching notes, the assessment and its answers, each lesson's run sheet
-  (book/_generated/runsheet_N.html) and each lesson's slides (reveal.js, of
-  the sections it teaches, answers included, for the projector). Every HTML page
+  (book/_generated/runsheet_N.html), each lesson's slides (reveal.js, of
+  the sections it teaches, answers included, for the projector), and the
+  graded exercises with their solutions and hidden tests (book/graded/). Every HTML page
   in it says `noindex`, and nothing in it is loaded from the internet:
   reveal.js is copied from node_modules (package.json pins it; `npm ci`).
 
@@ -360,6 +361,7 @@ def build_teacher_pack():
     for sheet in sorted((BOOK / "_generated").glob("runsheet_*.html")):
         shutil.copy(sheet, PACK / "runsheets" / sheet.name.replace("runsheet_", "lesson_"))
     write_slides(PACK / "slides")
+    shutil.copytree(BOOK / "graded", PACK / "graded")
     (PACK / "index.html").write_text(
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'{NOINDEX}\n<meta http-equiv="Refresh" content="0; url=book/teachers_guide.html">\n'
@@ -368,7 +370,9 @@ def build_teacher_pack():
     (PACK / "README.txt").write_text(
         "The teacher's pack. Open index.html (the teacher's guide) in a browser;\n"
         "run sheets: runsheets/lesson_N.html (print one page each);\n"
-        "slides: slides/lesson_N.slides.html (press S for the speaker notes).\n"
+        "slides: slides/lesson_N.slides.html (press S for the speaker notes);\n"
+        "graded/: each chapter's graded exercises (the student edition's), with\n"
+        "their solutions and the grader's hidden tests (open them in Jupyter).\n"
         "Nothing here loads from the internet. Not for students: the assessment\n"
         "answers and every exercise's solution are in it.\n")
     with_noindex(PACK)

@@ -10,7 +10,6 @@ The class:
 amy    the shipped notebook and a vandal cell (`vandal`), then an IPython
        input transformer blanking every later cell
 ana    every graded exercise's solution put back: full marks
-pat    the book's public solutions pasted in the answer cells: zero
 bob    the shipped student notebook: zero, each check naming its exercise
 cal    the answers, the first writing a warning to stderr, a pasted copy of
        check 2 and check 3 deleted: full marks (the checks are the grader's)
@@ -54,7 +53,7 @@ import nbformat
 import pytest
 
 from tools import grade as grader
-from tools.book import BOOK, ROOT, tags
+from tools.book import BOOK, ROOT, tags, toc_notebooks
 from tools.student import GRADED, STUDENT
 
 ONE = "01_reproduce_the_error"
@@ -68,7 +67,7 @@ SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
 # attacks on the grading, each a cell before tia's tricks: each earns 0
 CHEATS = {name: code for name, code in json.loads(
     (Path(__file__).parent / "data" / "grade_cheats.json").read_text()).items() if name != "_"}
-MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "pat", "tia", *CHEATS,
+MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *CHEATS,
         *SPREADSHEET]
 ROLL = {"Ana Lopez_48213_assignsubmission_file_": "s-48213",
         "Env Cheat_48214_assignsubmission_file_": "s-48214"}
@@ -218,7 +217,6 @@ def build(root):
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),
                    students["ivy"] / "scratch.ipynb")
     (students["lee"] / f"{ONE}.ipynb").symlink_to(students["ana"] / f"{ONE}.ipynb")
-    nbformat.write(answered(ONE, BOOK), students["pat"] / f"{ONE}.ipynb")
     tia = shipped(ONE)
     for number, trick in TRICKS.items():
         tia.cells[index_of(tia, f"ch01-exercise-{number}-answer")].source = trick
@@ -358,11 +356,23 @@ def test_a_submission_made_of_tricks_scores_zero(graded):
         "your answer was [10, 90]"), rows
 
 
-def test_the_books_public_solutions_earn_nothing(graded):
-    # the chapter's own exercises and their solutions are public; the graded
-    # ones are other exercises, of the student's variant
-    assert [(r["exercise"], r["points"]) for r in rows_of(graded, "pat")] == [
-        ("1", "0"), ("2", "0"), ("3", "0")]
+def test_in_every_chapter_a_copy_of_the_public_book_earns_nothing(tmp_path):
+    """A class of two over all the chapters: the book's public solutions pasted
+    into the answer cells in order (a verbatim copy of the public book) earn
+    no point; the graded exercises' own solutions earn every point."""
+    for name, folder in [("copycat", BOOK), ("honest", GRADED)]:
+        (tmp_path / "class" / name).mkdir(parents=True)
+        for path in toc_notebooks():
+            nbformat.write(answered(path.stem, folder), tmp_path / "class" / name / path.name)
+    (tmp_path / "scratch").mkdir()
+    grader.grade(tmp_path / "class", timeout=600, cell_timeout=120,
+                 scratch_root=tmp_path / "scratch", jobs=2)
+    points = {}
+    for row in read_rows(tmp_path / "class" / "grades.csv"):
+        if row["exercise"]:
+            points.setdefault(row["student"], []).append(int(row["points"]))
+    items = sum(len(grader.checks(path.stem)) for path in toc_notebooks())
+    assert points["copycat"] == [0] * items and points["honest"] == [1] * items, points
 
 
 def test_each_attack_on_the_grading_earns_nothing(graded):

@@ -440,11 +440,12 @@ def verdict(got, expected, held, asserts):
     for mine, theirs in zip(got + [None] * len(expected), expected):
         if not mine:
             return "the check did not run as the grader's does (stopped early or changed)"
+        if mine[0] == "error":  # the student's own run raised: that first
+            return mine[1]
         if theirs[0] == "error":
             return f"with your answer, the check raised {theirs[1]}"
-        if not mine or mine[0] != "probe" or mine[1] != theirs[1]:
-            return mine[1] if mine[0] == "error" else (
-                "the check did not run as the grader's does (stopped early or changed)")
+        if mine[1] != theirs[1]:
+            return "the check did not run as the grader's does (stopped early or changed)"
         test, _, texts = asserts[theirs[1] - 1]
         if len(mine[2]) != len(theirs[2]):
             return f"`{test}` looked at {len(mine[2])} values, expected {len(theirs[2])}"

@@ -15,6 +15,10 @@ cal    the answers, the first writing a warning to stderr, a pasted copy of
        check 2 and check 3 deleted: full marks (the checks are the grader's)
 cy     a file that is not JSON
 dee    an empty folder
+vic    the answers, then a last cell deleting them from the data it hands back:
+       zero (the reference never runs with its own answers in their place)
+flo    the answers, then a last cell putting a dict of 20,000 colliding keys
+       in that data: exercise 1 refused, the rest graded
 eve    the book's answers renamed as Colab saves a copy, a first code cell
        that raises, a cell that deletes every file in its folder; and the
        untouched notebook under the chapter's own name
@@ -67,7 +71,8 @@ SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
 # attacks on the grading, each a cell before tia's tricks: each earns 0
 CHEATS = {name: code for name, code in json.loads(
     (Path(__file__).parent / "data" / "grade_cheats.json").read_text()).items() if name != "_"}
-MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "ivy", "lee", "tia", *CHEATS,
+MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "flo", "ivy", "lee", "tia", "vic",
+        *CHEATS,
         *SPREADSHEET]
 ROLL = {"Ana Lopez_48213_assignsubmission_file_": "s-48213",
         "Env Cheat_48214_assignsubmission_file_": "s-48214"}
@@ -102,6 +107,16 @@ def new_cell(notebook, source):
     cell = nbformat.v4.new_code_cell(source)
     cell["id"] = f"planted-{len(notebook.cells)}"
     return cell
+
+
+def with_code_last(notebook, source):
+    notebook = copy.deepcopy(notebook)
+    notebook.cells.append(new_cell(notebook, source))
+    return notebook
+
+
+# a last cell rewriting the data the notebook hands back (data.json, in its folder)
+REWRITE = "import json\ndata = json.load(open('data.json'))\n{}\njson.dump(data, open('data.json', 'w'))"
 
 
 def with_code_first(notebook, source):
@@ -181,6 +196,11 @@ def build(root):
     (root / "fay" / "zoe").symlink_to(students["ana"], target_is_directory=True)
     right = answered(ONE)
     nbformat.write(right, students["ana"] / f"{ONE}.ipynb")
+    nbformat.write(with_code_last(right, REWRITE.format("data['values'] = {}")),
+                   students["vic"] / f"{ONE}.ipynb")
+    flood = "[[n * (2 ** 61 - 1), 0] for n in range(20000)]"  # keys of one hash
+    nbformat.write(with_code_last(right, REWRITE.format(
+        f"data['values']['1']['got_shape'] = {{'dict': {flood}}}")), students["flo"] / f"{ONE}.ipynb")
     for name in ["feedback", "grades.csv", ".hidden"]:
         nbformat.write(right, students[name] / f"{ONE}.ipynb")
 
@@ -403,6 +423,16 @@ def test_all_correct_gets_full_marks(graded):
     rows = rows_of(graded, "ana")
     assert [(r["notebook"], r["exercise"], r["points"], r["max_points"], r["failure"])
             for r in rows] == [(f"{ONE}.ipynb", str(n), "1", "1", "") for n in (1, 2, 3)]
+
+
+def test_answers_missing_from_the_data_are_none_in_the_reference_not_its_own(graded):
+    assert [r["points"] for r in rows_of(graded, "vic")] == ["0"] * 3
+
+
+def test_an_oversized_answer_is_refused_before_it_is_decoded(graded):
+    rows = rows_of(graded, "flo")
+    assert [(r["exercise"], r["points"]) for r in rows] == [("1", "0"), ("2", "1"), ("3", "1")]
+    assert rows[0]["failure"].startswith(f"the answer's data is over {grader.ANSWER_KB} KB")
 
 
 def test_the_shipped_student_notebook_gets_zero_naming_each_exercise(graded):

@@ -89,6 +89,7 @@ PROCESSES = 512
 FILE_MB = 1000
 TMP_MB = 1000
 NOTEBOOK_MB = 50
+ANSWER_KB = 64  # of an exercise's answer values, as JSON: more is refused, never decoded
 RUNNER = Path(__file__).with_name("grade_run.py")
 # the folders the sandbox shows, read-only: nothing else of the machine's
 SYSTEM = ("/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -687,6 +688,16 @@ def parallel(function, items, jobs, what):
                          file=sys.stdout, mininterval=1))
 
 
+def answer_values(values, number, names):
+    """{name: data} of exercise `number`'s answer `names` in a notebook's
+    `values`, for the reference run: a name the data lacks is None there,
+    never the reference's own answer; None if they are over ANSWER_KB."""
+    given = values.get(str(number)) if isinstance(values, dict) else None
+    given = given if isinstance(given, dict) else {}
+    answer = {name: given.get(name) for name in names}
+    return answer if len(json.dumps(answer)) <= ANSWER_KB * 1024 else None
+
+
 def exercise_rows(job, result, reference, limits):
     """The rows of one graded notebook, from its data and the reference's."""
     student, ident, stem, shown_as, _ = job
@@ -694,12 +705,15 @@ def exercise_rows(job, result, reference, limits):
     if isinstance(data.get("stray"), str) and data["stray"]:
         rows.append(row(student, shown_as, first_line(
             f"outside the exercises, {data['stray']} (the checks ran anyway)"), ident=ident))
-    for number, (_, _, asserts, *_) in checks(stem).items():
+    for number, (_, _, asserts, names, _) in checks(stem).items():
         try:
             got = data.get("traces", {}).get(str(number))
             expected = reference.get("traces", {}).get(str(number))
             held = reference.get("held", {}).get(str(number))
-            if expected is None or held is None:
+            if answer_values(data.get("values"), number, names) is None:
+                failure = (f"the answer's data is over {ANSWER_KB} KB: not graded (an answer "
+                           "of this book is a few numbers, a name or a function)")
+            elif expected is None or held is None:
                 failure = f"the grader's reference run failed: {reference.get('unreadable')}"
             elif got is None:
                 failure = (f"timed out: the notebook ran longer than {limits[0]} s and was "
@@ -831,8 +845,7 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
     for (_, ident, stem, _, _), result in zip(todo, results):
         data = result["data"] if isinstance(result["data"], dict) else {}
         values = data.get("values") if isinstance(data.get("values"), dict) else {}
-        inject = {str(n): {k: v for k, v in values[str(n)].items() if k in its[3]}
-                  for n, its in checks(stem).items() if isinstance(values.get(str(n)), dict)}
+        inject = {str(n): answer_values(values, n, its[3]) for n, its in checks(stem).items()}
         asked.append([RUNNER.read_text(), stem, ident, inject, limits])
 
     def run_reference(stem):
@@ -840,7 +853,8 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
         paths = {f"r{i}": kept(cache, key) for i, key in enumerate(asked) if key[1] == stem}
         requests = [dict(key=k, student=asked[int(k[1:])][2], inject=asked[int(k[1:])][3])
                     for k, path in paths.items() if regrade or not path.is_file()]
-        files = sandboxed(job | dict(requests=requests), "", limits, scratch_root,
+        files = sandboxed(job | dict(requests=requests, request_timeout=limits[0]), "",
+                          limits, scratch_root,
                           [r["key"] for r in requests])[0] if requests else {}
         for k, made in files.items():
             if k in paths and "unreadable" not in made:

@@ -6,11 +6,14 @@ nothing. A variant cell runs with STUDENT_ID the roster's id, read from the
 environment before any cell could change it. A reference run (JOB has "requests") runs the book's chapter up to
 "fork_at" once, then forks per student: the child takes the student's id
 and plain-data answers and runs the rest, each check's full code first in a
-child of its own ("held"), then its probe code; it writes its data."""
+child of its own ("held"), then its probe code; it writes its data. A
+student's child that outlives "request_timeout" is killed: its data is
+missing, and the next student's runs."""
 import json
 import os
 import signal
 import sys
+import time
 
 import torch
 
@@ -111,7 +114,7 @@ def main(job_path, data_path):
         if cell.get("variant"):  # a variant drawn for the roster's id, whatever a cell did
             shell.user_ns["STUDENT_ID"] = student
         if number:
-            for name, value in inject.get(str(number), {}).items():
+            for name, value in (inject.get(str(number)) or {}).items():
                 try:  # the student's plain-data answers, in the reference run
                     if name in cell["names"]:
                         shell.user_ns[name] = decode(value)
@@ -175,7 +178,13 @@ def main(job_path, data_path):
                     run(cell, request["inject"])
             finally:
                 os._exit(0)
-        os.waitpid(child, 0)
+        deadline = time.monotonic() + job["request_timeout"]
+        while os.waitpid(child, os.WNOHANG) == (0, 0):  # one student's data stalls no other
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                break
+            time.sleep(0.05)
 
 
 if __name__ == "__main__":

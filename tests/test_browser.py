@@ -736,6 +736,18 @@ def test_search_ranks_the_intro_first(browser, site, query):
     assert found[0][0].split("#")[0].endswith(INTRO.split("/")[-1]), found[:3]
 
 
+@pytest.mark.parametrize("node, first", [("CdistBackward0", 0), ("AddmmBackward0", None)])
+def test_search_lands_on_a_backward_nodes_entry(browser, site, node, first):
+    """A node's name finds its entry of the backward nodes' page (a glossary
+    term): first where no page explains the node, after those that do."""
+    found = search_results(browser, site, node)
+    entries = [i for i, (href, _) in enumerate(found) if "backward_nodes.html#" in href]
+    assert entries and (entries[0] == first if first is not None else entries[0] > 0), found[:4]
+    anchor = found[entries[0]][0].split("#")[1]
+    page = (HTML / "book" / "backward_nodes.html").read_text()
+    assert re.search(rf'<dt id="{anchor}">{node}<', page), anchor
+
+
 def test_search_summaries_start_with_the_pages_own_words(browser, site):
     """Not with the page's buttons, its contents list, or the chapters'
     Colab badge and student link: a word of a chapter's title puts the

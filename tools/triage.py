@@ -1,7 +1,8 @@
 """The reading rules of the triage page, generated from one source each.
 
-    python -m tools.triage     # write book/_static/triage_rules.js and
-                               # book/_generated/triage_score.md
+    python -m tools.triage     # write book/_static/triage_rules.js,
+                               # book/_generated/triage_score.md and
+                               # book/_generated/backward_nodes.md
 
 The triage page (book/triage.md, its script book/_static/triage.js) reads a
 pasted error in the browser, with no Python. What it reads by is written here
@@ -16,7 +17,8 @@ from two sources, so that it never disagrees with the book:
   order of the node's edges: the `derivatives.yaml` that the pinned torch's
   wheel ships (`torchgen/packaged/autograd/`), read by the wheel's own
   torchgen (`load_derivatives`), so the node names are torch's. Refused
-  under any other torch than requirements.txt's pin.
+  under any other torch than requirements.txt's pin. The same table is the
+  page of backward nodes (book/backward_nodes.md), each name an index entry.
 """
 import json
 import sys
@@ -116,6 +118,7 @@ def triage_rules(notebook=None):
 
 CORPUS = ROOT / "tests" / "data" / "triage_corpus.json"
 SCORE = BOOK / "_generated" / "triage_score.md"
+NODES = BOOK / "_generated" / "backward_nodes.md"
 VERDICTS = ("right", "cannot tell", "misleading")
 
 
@@ -170,15 +173,28 @@ def score_page(notebook=None, corpus=None):
     return "\n".join(lines) + "\n"
 
 
+def nodes_page(nodes):
+    """The list of book/backward_nodes.md: a glossary entry per backward node
+    of `nodes` (node_table), so that the site's search lands on it: the
+    operation that records it, and the input each of its edges is."""
+    lines = ["```{glossary}"]
+    for node, (operation, inputs) in nodes.items():
+        edges = "; ".join(f"{index}: `{name}`" + (" (a list: an edge per tensor)" if listed
+                                                  else "")
+                          for index, (name, listed) in enumerate(inputs)) or "none"
+        lines += [node, f"  Recorded by `{operation}`. Its edges, by index: {edges}.", ""]
+    return "\n".join(lines[:-1] + ["```"]) + "\n"
+
+
 def generated(chapters=None):
-    """{OUTPUT: text, SCORE: text}; `chapters` ({path: notebook}) are the
-    chapters as generated, so that the section links follow their headings."""
+    """{OUTPUT: text, SCORE: text, NODES: text}; `chapters` ({path: notebook})
+    are the chapters as generated, so that the section links follow their headings."""
     notebook = (chapters or {}).get(CHAPTER)
     rules = triage_rules(notebook)
     text = (HEADER.format(torch=rules["torch"]) + "window.TRIAGE_RULES = "
             + json.dumps(rules, indent=0, sort_keys=False, ensure_ascii=True)
             .replace("\n", "") + ";\n")
-    return {OUTPUT: text, SCORE: score_page(notebook)}
+    return {OUTPUT: text, SCORE: score_page(notebook), NODES: nodes_page(rules["nodes"])}
 
 
 def main():

@@ -5,7 +5,10 @@
  * alphabetically. A reader who pastes an error message gets the chapters in
  * alphabetical order. Here each result also gains one point for every word
  * of the query that the page's own title (its first heading) contains, so
- * that the page whose title names the error comes first.
+ * that the page whose title names the error comes first. The page of
+ * backward nodes, a reference of 649 entries, comes after every page that
+ * explains a node: a node's own entry there ranks first only where no other
+ * page names it (CdistBackward0), and TBackward0 finds the introduction.
  */
 var Scorer = {
   // Sphinx 7.4's defaults (searchtools.js), unchanged.
@@ -27,7 +30,7 @@ var Scorer = {
                             .replace(/<[^>]*>/g, "").toLowerCase();
     let inTitle = 0;
     for (const word of words) if (pageTitle.includes(word)) inTitle += 1;
-    return score + inTitle;
+    return docname === "book/backward_nodes" ? (score + inTitle) / 1000 : score + inTitle;
   },
 };
 

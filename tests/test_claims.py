@@ -42,3 +42,30 @@ def test_a_broken_marker_is_named(chapters, break_it, said):
     break_it(next(c for c in notebook.cells if c.get("id") == target))
     found = claims.problems({path: notebook})
     assert len(found) == 1 and found[0].startswith(f"{path.name}#") and said in found[0], found
+
+
+def test_a_claim_on_the_stored_study_is_told_from_one_run_live():
+    """A cell reading what the stored study's cell defines, directly or through
+    another cell, reads numbers computed once; a name assigned again by a cell
+    that reads nothing stored is live again."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    sources = [("stored", "STUDY = {'runs': [1, 2]}"), ("reads", "RUNS = STUDY['runs']"),
+               ("claim", "assert RUNS == [1, 2]"), ("live", "RUNS = [3]"),
+               ("claim-live", "assert RUNS == [3]"), ("magic", "%time x = sorted(RUNS)")]
+    for cell_id, source in sources:
+        cell = nbformat.v4.new_code_cell(source)
+        cell["id"] = cell_id
+        notebook.cells.append(cell)
+    notebook.cells[0].metadata["study"] = "a chapter"
+    assert claims.reading_stored(notebook) == {"stored", "reads", "claim"}
+
+
+def test_the_claims_page_marks_the_stored_ones():
+    text = claims.TABLE.read_text()
+    assert claims.STORED_NOTE in text
+    marked = [line for line in text.splitlines() if line.startswith("- " + claims.STORED_MARK)]
+    assert marked and all("asserted: `" in line or "shown: `" in line for line in marked)
+    assert not any("`tp-ratios`" in line for line in marked)  # reads CONFIG, set live
+    assert any("`study-finals`" in line for line in marked)

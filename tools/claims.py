@@ -8,8 +8,11 @@ raises on purpose, or one whose stored outputs hold an error or that never
 ran. `generated()` writes the list of every claim with its cells and the
 torch releases the cell is checked on: each CI run's (the stored outputs'
 torch and the oldest supported one) and every release of the versions
-matrix whose result for the chapter is current and passed.
+matrix whose result for the chapter is current and passed. A claim whose
+cell reads the stored study or benchmark (`reading_stored`) is marked
+*(stored)*: on every release its assert re-reads numbers computed once.
 """
+import ast
 import json
 import re
 
@@ -17,6 +20,11 @@ from tools.book import GENERATED, tags, torch_pin, torch_releases
 from tools.versions import RESULTS, today_keys
 
 TABLE = GENERATED / "claims.md"
+STORED_MARK = "(stored) "
+STORED_NOTE = ("A sentence marked *(stored)* is asserted on the stored study or benchmark: "
+               "numbers computed once, by `make study` or `make bench` on the torch their "
+               "cells print; on every other release its assert re-reads those numbers, and "
+               "only the chapter's live run is new.")
 MARKER = re.compile(r"\([^()`]*?(?:shown|asserted): `([^`]+)`[^()]*\)")
 TEXT = r"(?:`[^`]*`|\((?:`[^`]*`|[^()`])*\)|(?<=\d)\.(?=\d)|[^.!?\n`])"  # dots in code, (...), 2.6 go on
 SENTENCE = re.compile(TEXT + r"*?\([^()`]*?(?:shown|asserted): `[^`]+`[^()]*\)" + TEXT + r"*[.!?]?")
@@ -65,16 +73,45 @@ def checked_on(chapters):
             for path in chapters}
 
 
+def reading_stored(notebook):
+    """Ids of the code cells that read a name whose value, at that cell, comes
+    from the stored study or benchmark (a cell with `study` or `bench`
+    metadata, written by `make study` or `make bench`) or from a cell that
+    read one: on every release the same numbers, computed once."""
+    names, found = set(), set()
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(re.sub(r"^(\s*)[%!].*$", r"\1pass", cell.source, flags=re.M))
+        except SyntaxError:
+            continue
+        read = {n.id for n in ast.walk(tree)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        written = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                   and isinstance(n.ctx, ast.Store)} | {
+            n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        if {"study", "bench"} & set(cell.metadata) or read & names:
+            found.add(cell.get("id"))
+            names |= written
+        else:
+            names -= written
+    return found
+
+
 def generated(chapters):
     """{the list's path: its text}, from `chapters` ({path: notebook}) about to be written."""
     releases, lines, chapter = checked_on(chapters), [], None
-    for path, _, sentence, _ in claims(chapters):
+    for path, _, sentence, targets in claims(chapters):
         if path != chapter:
             chapter, shown = path, releases[path.stem]
             span = (", ".join(shown) if len(shown) < 4
                     else f"{shown[0]} to {shown[-1]} ({len(shown)} releases)")
             lines += ["", f"## {{doc}}`{path.stem}`", "", f"Checked on torch {span}.", ""]
-        lines.append(f"- {sentence}")                 # its marker names the cell
+            stored = reading_stored(chapters[path])
+            if any(stored & set(t) for p, _, _, t in claims(chapters) if p == path):
+                lines += [STORED_NOTE, ""]
+        lines.append(f"- {STORED_MARK if stored & set(targets) else ''}{sentence}")  # its marker names the cell
     return {TABLE: "\n".join([
         "% Written by `make generate` (tools/claims.py); not edited by hand.", "",
         f"{len(claims(chapters))} sentences, each naming the cells that show and assert it.",

@@ -66,6 +66,21 @@ def test_the_claims_page_marks_the_stored_ones():
     text = claims.TABLE.read_text()
     assert claims.STORED_NOTE in text
     marked = [line for line in text.splitlines() if line.startswith("- " + claims.STORED_MARK)]
-    assert marked and all("asserted: `" in line or "shown: `" in line for line in marked)
-    assert not any("`tp-ratios`" in line for line in marked)  # reads CONFIG, set live
-    assert any("`study-finals`" in line for line in marked)
+    assert marked and all("asserted: <a href=" in line or "shown: <a href=" in line
+                          for line in marked)
+    assert not any(">tp-ratios<" in line for line in marked)  # reads CONFIG, set live
+    assert any(">study-finals<" in line for line in marked)
+
+
+def test_every_marker_links_its_cell_on_the_built_page(chapters):
+    """On the built chapter (make book), each marker's cell id is a link to
+    an anchor on that cell's container (book/_ext/claim_links.py)."""
+    from tools.downloads import HTML
+
+    unlinked = []
+    for path, _, _, targets in claims.claims(chapters):
+        page = (HTML / "book" / f"{path.stem}.html").read_text()
+        unlinked += [(path.stem, target) for target in targets
+                     if f'href="#code-{target}"' not in page
+                     or not re.search(rf'<div class="cell[^"]*" id="code-{target}">', page)]
+    assert unlinked == []

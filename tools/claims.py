@@ -111,8 +111,10 @@ def generated(chapters):
             stored = reading_stored(chapters[path])
             if any(stored & set(t) for p, _, _, t in claims(chapters) if p == path):
                 lines += [STORED_NOTE, ""]
-        lines.append(f"- {STORED_MARK if stored & set(targets) else ''}{sentence}")  # its marker names the cell
+        linked = re.sub(r"(shown|asserted): `([^`]+)`",
+                        rf'\1: <a href="{path.stem}.html#code-\2"><code>\2</code></a>', sentence)
+        lines.append(f"- {STORED_MARK if stored & set(targets) else ''}{linked}")  # its marker names the cell
     return {TABLE: "\n".join([
         "% Written by `make generate` (tools/claims.py); not edited by hand.", "",
-        f"{len(claims(chapters))} sentences, each naming the cells that show and assert it.",
+        f"{len(claims(chapters))} sentences, each linking the cell that shows and asserts it.",
         *lines]) + "\n"}

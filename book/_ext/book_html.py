@@ -22,6 +22,8 @@ written in one place. The badge is drawn inline (no external image).
 5. What a search engine and a link preview read: descriptions, canonical
    links, cards, the root and 404 pages, a pointer to the fix on each
    chapter (findable.py).
+
+6. Each claim's marker links the cell that shows it (claim_links.py).
 """
 import importlib.util
 import re
@@ -173,6 +175,7 @@ def setup(app):
     # the book's PDF and notebooks in each page's download menu (beside this file)
     app.setup_extension("downloads")
     app.setup_extension("findable")
+    app.setup_extension("claim_links")
     app.connect("config-inited", keep_the_navbar_off)
     app.connect("config-inited", add_substitutions)
     app.connect("doctree-read", add_badge)

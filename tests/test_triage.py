@@ -72,7 +72,7 @@ def test_score_says_misleading_for_a_wrong_cause_or_missing_candidate():
     assert triage.score(reading, "cannot tell") == "right"
     assert triage.score(reading, "custom Function") == "misleading"
     assert triage.score({"cause": "hook", "candidates": []}, "module") == "misleading"
-    assert triage.score({"cause": "unknown", "candidates": []}, "module") == "cannot tell"
+    assert triage.score({"cause": "unknown", "candidates": []}, "module") == "silent"
 
 
 BUILT_IN = ["TBackward", "MmBackward", "AddmmBackward", "CatBackward", "TBackward0",
@@ -299,3 +299,18 @@ def test_a_shrunk_dimension_is_said_with_how_many_fewer():
     text = ("Function TBackward0 returned an invalid gradient at index 0 - got [10, 90] "
             "but expected shape compatible with [10, 100]")
     assert "  dim 1: expected 100, got 90 (10 fewer)" in str(ch.read_message(text)).splitlines()
+
+
+def test_the_held_out_messages_are_new_and_labelled_with_the_book_s_causes():
+    """Held out means out of sample: no report, and no message, of the corpus
+    the rules were written from; each labelled with one of the causes."""
+    held_out = json.loads(triage.HELD_OUT.read_text())
+    assert "held-out" in triage.HELD_OUT.name and len(held_out) >= 20
+    causes = set(triage.rules_namespace()[0]["CAUSES"])
+    last_lines = {m["text"].strip().splitlines()[-1].strip() for m in MESSAGES if m["text"].strip()}
+    sources = {m["source"] for m in MESSAGES}
+    for m in held_out:
+        assert m["label"] in causes and m["established"], m["id"]
+        assert m["source"] not in sources, m["id"]
+        assert m["text"].strip().splitlines()[-1].strip() not in last_lines, m["id"]
+    assert "**Held out.** %d messages" % len(held_out) in triage.SCORE.read_text()

@@ -439,3 +439,17 @@ def test_the_books_own_exercises_are_practice_not_graded(path):
     text = "\n".join(c.source for c in book.cells[student_edition.exercises_start(book):])
     assert not re.findall(r".{0,40}\b(?:graded|hand (?:the notebook )?in|roster|teacher)\b.{0,40}",
                           text, re.I)
+
+
+def test_every_hidden_assert_of_the_bank_says_what_it_expected_and_got():
+    """A graded exercise's hidden assert has a message built from the values
+    (an f-string): the grader shows it as the row's failure."""
+    silent = []
+    for path in sorted(student_edition.GRADED.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS",
+                                    cell.source, re.S):
+                silent += [(path.stem, ast.unparse(node.test)) for node in ast.walk(ast.parse(block))
+                           if isinstance(node, ast.Assert)
+                           and not isinstance(node.msg, ast.JoinedStr)]
+    assert silent == []

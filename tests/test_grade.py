@@ -19,6 +19,9 @@ vic    the answers, then a last cell deleting them from the data it hands back:
        zero (the reference never runs with its own answers in their place)
 flo    the answers, then a last cell putting a dict of 20,000 colliding keys
        in that data: exercise 1 refused, the rest graded
+deb    the answers after a cell making a folder 1,500 deep: graded, removed
+dia    the answers, on a disk that fills up while it runs (its sandbox raises
+       OSError): a row for each exercise, and the class graded
 eve    the book's answers renamed as Colab saves a copy, a first code cell
        that raises, a cell that deletes every file in its folder; and the
        untouched notebook under the chapter's own name
@@ -71,7 +74,8 @@ SPREADSHEET = ["=SUM(1)", "+1", "-1", "@x"]
 # attacks on the grading, each a cell before tia's tricks: each earns 0
 CHEATS = {name: code for name, code in json.loads(
     (Path(__file__).parent / "data" / "grade_cheats.json").read_text()).items() if name != "_"}
-MAIN = ["amy", "ana", "bob", "cal", "cy", "dee", "eve", "flo", "ivy", "lee", "tia", "vic",
+MAIN = ["amy", "ana", "bob", "cal", "cy", "deb", "dee", "dia", "eve", "flo", "ivy", "lee",
+        "tia", "vic",
         *CHEATS,
         *SPREADSHEET]
 ROLL = {"Ana Lopez_48213_assignsubmission_file_": "s-48213",
@@ -115,6 +119,8 @@ def with_code_last(notebook, source):
     return notebook
 
 
+# a folder deeper than shutil.rmtree can recurse, in the notebook's working folder
+DEEP = "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\nos.chdir('/tmp')"
 # a last cell rewriting the data the notebook hands back (data.json, in its folder)
 REWRITE = "import json\ndata = json.load(open('data.json'))\n{}\njson.dump(data, open('data.json', 'w'))"
 
@@ -198,6 +204,8 @@ def build(root):
     nbformat.write(right, students["ana"] / f"{ONE}.ipynb")
     nbformat.write(with_code_last(right, REWRITE.format("data['values'] = {}")),
                    students["vic"] / f"{ONE}.ipynb")
+    nbformat.write(with_code_first(right, DEEP), students["deb"] / f"{ONE}.ipynb")
+    nbformat.write(right, students["dia"] / f"{ONE}.ipynb")
     flood = "[[n * (2 ** 61 - 1), 0] for n in range(20000)]"  # keys of one hash
     nbformat.write(with_code_last(right, REWRITE.format(
         f"data['values']['1']['got_shape'] = {{'dict': {flood}}}")), students["flo"] / f"{ONE}.ipynb")
@@ -307,6 +315,8 @@ def graded(tmp_path_factory):
     seconds, sandboxed = {}, grader.sandboxed
 
     def timed(job, student, *args):  # grader.sandboxed, timing each run by its student
+        if student == "dia":
+            raise OSError(28, "No space left on device")
         start = time.monotonic()
         try:
             return sandboxed(job, student, *args)
@@ -336,7 +346,8 @@ def graded(tmp_path_factory):
     rows += read_rows(root / "fay" / "grades-1.csv") + read_rows(root / "roll" / "grades.csv")
     first = (folder / "grades.csv").read_text()
     with pytest.MonkeyPatch.context() as patch:  # resumed: nothing runs again
-        patch.setattr(grader, "sandboxed", lambda *args: pytest.fail("ran again"))
+        patch.setattr(grader, "sandboxed", lambda job, student, *args: pytest.fail("ran again")
+                      if student != "dia" else timed(job, student, *args))
         grade("submissions")
     for path in scratches.values():
         assert list(path.iterdir()) == [], f"scratch folders left in {path}"
@@ -433,6 +444,17 @@ def test_an_oversized_answer_is_refused_before_it_is_decoded(graded):
     rows = rows_of(graded, "flo")
     assert [(r["exercise"], r["points"]) for r in rows] == [("1", "0"), ("2", "1"), ("3", "1")]
     assert rows[0]["failure"].startswith(f"the answer's data is over {grader.ANSWER_KB} KB")
+
+
+def test_a_folder_too_deep_for_rmtree_is_removed_and_the_class_graded(graded):
+    assert [r["points"] for r in rows_of(graded, "deb")] == ["1"] * 3
+
+
+def test_a_run_the_grader_cannot_make_is_a_row_and_retried_on_resume(graded):
+    rows = rows_of(graded, "dia")
+    assert [r["points"] for r in rows] == ["0"] * 3
+    assert all(r["failure"] == "the grader could not run this notebook (OSError: [Errno 28] "
+               "No space left on device); grade again" for r in rows), rows
 
 
 def test_the_shipped_student_notebook_gets_zero_naming_each_exercise(graded):

@@ -412,7 +412,14 @@ def sandboxed(job, student, limits, scratch_root, names=("data",)):
         return {name: read_data(work / f"{name}.json") for name in names
                 if os.path.lexists(work / f"{name}.json")}, code
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove(work)
+
+
+def remove(path):
+    """Remove the folder `path` however deep a notebook made it (shutil.rmtree
+    recurses, and its RecursionError is no OSError: ignore_errors lets it out)."""
+    subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
 def same(got, expected):
@@ -549,7 +556,7 @@ def canary(folder, scratch_root, memory_mb, timeout):
         except subprocess.TimeoutExpired:
             said, held = f"nothing in {timeout} s", False
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove(work)
     if not held:
         raise SystemExit("the grading sandbox (bubblewrap) does not hold, so nothing was "
                          f"graded; bwrap and the Python in it said:\n{said}")
@@ -710,7 +717,9 @@ def exercise_rows(job, result, reference, limits):
             got = data.get("traces", {}).get(str(number))
             expected = reference.get("traces", {}).get(str(number))
             held = reference.get("held", {}).get(str(number))
-            if answer_values(data.get("values"), number, names) is None:
+            if result["code"] == "failed":
+                failure = result["failed"]
+            elif answer_values(data.get("values"), number, names) is None:
                 failure = (f"the answer's data is over {ANSWER_KB} KB: not graded (an answer "
                            "of this book is a few numbers, a name or a function)")
             elif expected is None or held is None:
@@ -838,8 +847,13 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
         path = kept(cache, [RUNNER.read_text(), item[1], item[4], limits])
         if path.is_file() and not regrade:
             return json.loads(path.read_text())
-        files, code = sandboxed(item[4], item[1], limits, scratch_root)
-        return keep(path, dict(data=files.get("data", {}), code=code))
+        try:
+            files, code = sandboxed(item[4], item[1], limits, scratch_root)
+            return keep(path, dict(data=files.get("data", {}), code=code))
+        except Exception as error:  # a full disk, say: a row (not kept: a resumed run retries)
+            return dict(data={}, code="failed", failed=first_line(
+                f"the grader could not run this notebook ({type(error).__name__}: {error}); "
+                "grade again"))
 
     results, asked = parallel(run_student, todo, jobs, "notebooks run"), []
     for (_, ident, stem, _, _), result in zip(todo, results):
@@ -853,12 +867,15 @@ def grade(folder, timeout=600, cell_timeout=120, scratch_root=None, memory_mb=ME
         paths = {f"r{i}": kept(cache, key) for i, key in enumerate(asked) if key[1] == stem}
         requests = [dict(key=k, student=asked[int(k[1:])][2], inject=asked[int(k[1:])][3])
                     for k, path in paths.items() if regrade or not path.is_file()]
-        files = sandboxed(job | dict(requests=requests, request_timeout=limits[0]), "",
-                          limits, scratch_root,
-                          [r["key"] for r in requests])[0] if requests else {}
-        for k, made in files.items():
-            if k in paths and "unreadable" not in made:
-                keep(paths[k], made)
+        try:
+            files = sandboxed(job | dict(requests=requests, request_timeout=limits[0]), "",
+                              limits, scratch_root,
+                              [r["key"] for r in requests])[0] if requests else {}
+            for k, made in files.items():
+                if k in paths and "unreadable" not in made:
+                    keep(paths[k], made)
+        except Exception:  # its students' rows say the reference run did not finish
+            pass
 
     parallel(run_reference, sorted({key[1] for key in asked}), jobs, "reference runs")
     for item, result, key in zip(todo, results, asked):

@@ -118,8 +118,10 @@ def main(job_path, data_path):
                 try:  # the student's plain-data answers, in the reference run
                     if name in cell["names"]:
                         shell.user_ns[name] = decode(value)
-                except Exception:
-                    pass
+                except Exception:  # a function or an object stays the book's (its
+                    own = shell.user_ns.get(name)  # probes compare the student's); data: None
+                    if not callable(own) and type(own).__module__ in ("builtins", "torch"):
+                        shell.user_ns[name] = None
             data["values"][number] = {name: encode(shell.user_ns.get(name))
                                       for name in cell["names"]}
             seen_ids.clear()

@@ -153,7 +153,7 @@ def score_table(corpus, readings):
 
 
 def table_lines(table):
-    lines = ["| cause (label) | messages | " + " | ".join(VERDICTS) + " |",
+    lines = ["| cause | n | " + " | ".join(VERDICTS) + " |",
              "| --- | ---: | " + " | ".join("---:" for _ in VERDICTS) + " |"]
     for label in sorted(table, key=lambda k: (k == "all", -sum(table[k].values()), k)):
         row = table[label]

@@ -18,8 +18,8 @@ more answer cells changed is graded (the first by name on a tie). The
 roster (`read_roster`: `id`, and `folder` and/or `email`) maps a folder,
 Moodle's `_48213_assignsubmission_file_` ignored, to the student's id, which
 picks the variants (BOOK_STUDENT: the grader runs its own copy of each
-variant cell, before the answer, with STUDENT_ID that id); a folder it does not name is a row
-saying so. Without a roster, the folder's name is the id.
+variant cell, before the answer, with STUDENT_ID that id); a folder it does
+not name is a row saying so. Without a roster, the folder's name is the id.
 
 The student's code computes; it never judges. Each notebook runs in the
 sandbox (tools/grade_run.py) with the grader's checks (hidden tests kept) in

@@ -4,10 +4,10 @@ its probe code (tools.grade.traced); after each check it writes DATA, plain
 data (`encode`): the answer values and what the probes recorded. It judges
 nothing. A variant cell runs with STUDENT_ID the roster's id, read from the
 environment before any cell could change it. A reference run (JOB has
-"requests") runs the book's chapter up to "fork_at" once, then forks per student: the child takes the student's id
-and plain-data answers and runs the rest, each check's full code first in a
-child of its own ("held"), then its probe code; it writes its data. A
-student's child that outlives "request_timeout" is killed: its data is
+"requests") runs the book's chapter up to "fork_at" once, then forks per
+student: the child takes the student's id and plain-data answers and runs
+the rest, each check's full code first in a child of its own ("held"), then
+its probe code; it writes its data. A student's child that outlives "request_timeout" is killed: its data is
 missing, and the next student's runs."""
 import json
 import os

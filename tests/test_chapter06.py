@@ -45,8 +45,8 @@ def test_parse_reads_node_index_and_both_shapes_old_and_new_spellings():
 
 
 def test_parse_refuses_other_messages_and_types():
-    with pytest.raises(ValueError, match="not an 'invalid gradient' shape message: not an "
-                                         "autograd validation message"):
+    with pytest.raises(ValueError, match="not an 'invalid gradient' shape message: not a "
+                                         "message these rules read"):
         ch.parse_invalid_gradient("The size of tensor a (100) must match")
     with pytest.raises(TypeError):
         ch.parse_invalid_gradient(42)
@@ -658,7 +658,8 @@ def test_any_text_gets_a_diagnosis_and_a_model_is_checked_for_forward_errors():
     assert diagnosis.evidence[0].startswith("GRU.weight_hh_l0: [18, 4]")
     healthy = ch.diagnose_invalid_gradient(caught.value, [], nn.GRU(4, 6))
     assert healthy.cause == "not a shape message"
-    assert healthy.evidence == ("every module's tensors agree with its settings",)
+    assert healthy.evidence == ("every module's tensors agree with its settings, and every "
+                                "link between modules that was read agrees",)
     for text in ["", "hello", "Function X returned an invalid gradient at index 0 - "
                  "expected device cpu but got meta"]:
         assert ch.diagnose_invalid_gradient(text, []).cause == "not a shape message"

@@ -43,3 +43,26 @@ def load_exports(notebook_name, text=None):
         code = compile(source, f"{notebook_name}[cell {index}]", "exec")
         exec(code, module.__dict__)
     return module
+
+
+DOCTOR_CHAPTER = "06_any_layer_any_node.ipynb"
+
+
+def doctor_module(text=None):
+    """pruning_doctor.py: chapter 6's export cells as one module, for `%load_ext
+    pruning_doctor` (its load_ipython_extension) in the reader's own notebook."""
+    parts = [f'"""The helpers of chapter 6 ({DOCTOR_CHAPTER}), as one module: `doctor`,\n'
+             "`diagnose_invalid_gradient`, `read_message`, `check_module_shapes`, ...\n\n"
+             "In a notebook: `%load_ext pruning_doctor`; in a script:\n"
+             "`print(pruning_doctor.doctor(error, globals()))`.\n\n"
+             f"Generated from the chapter's cells tagged `export` by tools/exports.py\n"
+             '(`make generate`): edit the chapter, not this file."""\n']
+    for index, source in export_cells(DOCTOR_CHAPTER, text):
+        parts.append(f"# --- {DOCTOR_CHAPTER}, cell {index} ---\n{source.rstrip()}\n")
+    return "\n\n".join(parts)
+
+
+def generated():
+    """{path: text} of the files written from the chapters' export cells."""
+    from tools.book import ROOT
+    return {ROOT / "pruning_doctor.py": doctor_module()}

@@ -102,6 +102,7 @@ def triage_rules(notebook=None):
         "torch": torch_pin(),
         "space": namespace["SPACE"],
         "wrap": namespace["WRAP"],
+        "dash": namespace["DASH"],
         "message_rules": namespace["MESSAGE_RULES"],
         "node_rules": namespace["NODE_RULES"],
         "hint_rules": namespace["HINT_RULES"],

@@ -50,7 +50,7 @@
 
   function readMessage(text) {          // chapter 6's read_message
     try {
-      text = String(text).replace(new RegExp(R.wrap, "g"), "")
+      text = String(text).replace(new RegExp(R.dash, "g"), "-").replace(new RegExp(R.wrap, "g"), "")
         .replace(new RegExp(R.space, "g"), " ").replace(/^ +| +$/g, "").slice(-200000);
       for (var r = 0; r < R.message_rules.length; r++) {
         var rule = R.message_rules[r];
@@ -69,7 +69,8 @@
         }
         for (i = 0; i < R.hint_rules.length; i++) {
           var hint = R.hint_rules[i];
-          if (hint.kinds.indexOf(rule.kind) >= 0 && new RegExp(hint.pattern, "i").test(text)) {
+          if (hint.kinds.indexOf(rule.kind) >= 0 && (!hint.node || new RegExp(hint.node).test(fields.node || ""))
+              && new RegExp(hint.pattern, "i").test(text)) {
             decision = hint.cause; break;
           }
         }
@@ -161,7 +162,7 @@
         ["Not a message this page reads: none of the engine's checks (shape, dtype, layout, "
          + "device, number of gradients) and none of the known forward, optimizer or hook "
          + "errors reads from this text. If you pasted only part of it, paste the whole "
-         + "error; if it is whole, it is not one of these."])];
+         + "error. " + R.causes.unknown.text + "."])];
     }
     rows.push(["kind", reading.kind + (reading.autograd ? " (a check of the backward pass)" : " (not the backward's check)")]);
     if (reading.where) rows.push(["raised in", R.where[reading.where]]);
@@ -203,7 +204,10 @@
                     "In order, most likely first, each with the one check that tells it apart:"]),
        list].concat(reading.ask ? [el("p", {"class": "triage-ask"},
         ["Paste the whole traceback, not only the last line: where the error was raised "
-         + "(optimizer.step(), backward(), a forward pass, an EMA update) decides."])] : [])));
+         + "(optimizer.step(), backward(), a forward pass, an EMA update) decides."])] : [])
+      .concat([el("p", {"class": "triage-doctor"},
+        ["Or let the doctor look at your objects: run %load_ext pruning_doctor in your "
+         + "notebook (chapter 6 says how to install it), then run the failing cell again."])])));
     return out;
   }
 

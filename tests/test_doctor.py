@@ -1,0 +1,190 @@
+"""The doctor (chapter 6's `doctor` and its IPython extension, generated into
+pruning_doctor.py): it reads the live objects an error left behind, names
+what it saw and where, changes nothing, keeps nothing, and never raises."""
+import gc
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+from tools.book import ROOT
+from tools.exports import doctor_module, load_exports
+
+ch = load_exports("06_any_layer_any_node.ipynb")
+
+QUESTION = textwrap.dedent("""\
+    import torch
+    def test1():
+      layer = torch.nn.Linear(100, 10)
+      x = 5 - torch.sum(layer(torch.ones(100)))
+      x.backward()
+      layer.weight.data = layer.weight.data[:, :90]
+      layer.weight.grad.data = layer.weight.grad.data[:, :90]
+      x = 5 - torch.sum(layer(torch.ones(90)))
+      x.backward()
+    def test2():
+      layer = torch.nn.Linear(100, 10)
+      x = 5 - torch.sum(layer(torch.ones(100)))
+      x.backward()
+      del x
+      layer.weight.data = layer.weight.data[:, :90]
+      layer.weight.grad.data = layer.weight.grad.data[:, :90]
+      x = 5 - torch.sum(layer(torch.ones(90)))
+      x.backward()
+    def test3():
+      layer = torch.nn.Linear(100, 10)
+      x = 5 - torch.sum(layer(torch.ones(100)))
+      x.backward()
+      layer.weight.data = layer.weight.data[:, :90]
+      layer.weight.grad.data = layer.weight.grad.data[:, :90]
+      layer.weight = torch.nn.Parameter(layer.weight)
+      x = 5 - torch.sum(layer(torch.ones(90)))
+      x.backward()
+    """)
+
+# A fresh IPython shell (what a Colab or Jupyter kernel runs), each argument a cell.
+SHELL = textwrap.dedent("""\
+    import sys
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance(colors="NoColor")
+    for cell in sys.argv[1:]:
+        print("=== cell", flush=True)
+        shell.run_cell(cell)
+        sys.stdout.flush()
+    """)
+
+
+def run_cells(*cells):
+    """Each cell's printed output, from a fresh IPython shell in a new process
+    that imports pruning_doctor from the repository, as `pip install` would."""
+    done = subprocess.run([sys.executable, "-c", SHELL, "%xmode Minimal", *cells],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("=== cell\n")[2:]
+
+
+def test_the_module_is_chapter_6s_export_cells():
+    assert (ROOT / "pruning_doctor.py").read_text() == doctor_module()
+
+
+def test_loaded_as_an_extension_it_reads_test1_and_says_nothing_of_test2_and_test3():
+    load, define, one, two, three, unload, again = run_cells(
+        "%load_ext pruning_doctor", QUESTION, "test1()", "test2()", "test3()",
+        "%unload_ext pruning_doctor", "test1()")
+    assert load == define == two == three == unload == ""
+    assert one.startswith("RuntimeError: Function TBackward0 returned an invalid gradient")
+    checkup = one.split("pruning doctor: ", 1)[1]
+    assert "  seen: TBackward0's edge 0 ends in parameter 'layer.weight': recorded " \
+           "[10, 100], [10, 90] now\n" in checkup
+    assert "  cause: stale accumulator\n" in checkup
+    assert "x (test1's frame)" in checkup and "1 model(s) (layer)" in checkup
+    assert "pruning doctor" not in again and "invalid gradient" in again
+
+
+def checkup_of(run, namespace):
+    try:
+        run()
+    except (RuntimeError, IndexError) as error:
+        return ch.doctor(error, namespace)
+    pytest.fail("it did not fail")
+
+
+def test_a_custom_function_is_blamed_and_the_weight_cleared():
+    class DropsColumns(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad[:, :-2] * 2
+
+    net = nn.Linear(5, 4)
+
+    checkup = checkup_of(lambda: DropsColumns.apply(net.weight).sum().backward(), {"net": net})
+    assert checkup.cause == "custom autograd.Function"
+    assert checkup.findings[0].endswith("parameter 'net.weight': recorded [4, 5], [4, 5] now")
+    assert "output (the tensor backward() was called on)" in checkup.looked_at[0]
+
+
+def test_a_stale_optimizer_state_is_named_when_the_step_fails():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    adam = torch.optim.Adam(model.parameters())
+    model(torch.ones(3, 4)).sum().backward()
+    adam.step()
+    for tensor in (model[0].weight, model[0].bias):
+        tensor.data = tensor.data[:6]
+    model[2].weight.data = model[2].weight.data[:, :6]
+    model[0].out_features = model[2].in_features = 6
+    adam.zero_grad(set_to_none=True)
+    model(torch.ones(3, 4)).sum().backward()
+    checkup = checkup_of(adam.step, {"model": model, "adam": adam})
+    assert checkup.cause == "optimizer state"
+    assert checkup.raised_in.startswith("_single_tensor_adam (torch/optim/adam.py") or \
+        "torch/optim/" in checkup.raised_in
+    assert "adam's state 'exp_avg' for model.0.weight is [8, 4]; the parameter is [6, 4]" \
+        in checkup.findings
+
+
+def test_a_prune_reparametrization_cut_names_the_module_the_forward_failed_in():
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    prune.l1_unstructured(net[0], "weight", amount=0.5)
+    net[0].weight_orig.data = net[0].weight_orig.data[:6]
+    checkup = checkup_of(lambda: net(torch.ones(4)), {"net": net})
+    assert checkup.cause == "forward error"
+    assert checkup.raised_in.endswith(", in net.0 (Linear)")
+    assert checkup.findings[0].startswith("net.0.weight_orig: [6, 4], expected [8, 4]")
+    assert any(line.startswith("net 0 -> 2: 0 gives 6 features and 2 reads 8")
+               for line in checkup.findings)
+
+
+def test_it_changes_nothing_and_keeps_nothing():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.ones(4)).sum().backward()
+    sgd.step()
+    old = model(torch.ones(4)).sum()                       # a live graph
+    model[0].weight.data = model[0].weight.data[:6]
+    before = {n: (id(t), t.clone()) for n, t in model.state_dict(keep_vars=True).items()}
+    state = {id(p): {k: v.clone() for k, v in s.items()} for p, s in sgd.state.items()}
+    hooks = [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules()]
+    namespace = {"model": model, "sgd": sgd, "old": old}
+    try:
+        model(torch.ones(4)).sum().backward()
+    except RuntimeError as error:
+        checkup = ch.doctor(error, namespace)
+    assert checkup.cause in ("forward error", "stale accumulator")
+    after = model.state_dict(keep_vars=True)
+    assert all(id(after[n]) == i and torch.equal(after[n], t) for n, (i, t) in before.items())
+    assert all(torch.equal(v, state[id(p)][k]) for p, s in sgd.state.items()
+               for k, v in s.items())
+    assert hooks == [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules()]
+    assert list(namespace) == ["model", "sgd", "old"]
+    held = weakref.ref(model)
+    del model, sgd, old, namespace, before, after, state
+    gc.collect()
+    assert held() is None, "the checkup keeps a reference to the model"
+    assert all(isinstance(field, (str, tuple)) for field in checkup)
+
+
+def test_bad_input_is_refused_and_a_failing_object_does_not_raise():
+    with pytest.raises(TypeError, match="error must be an exception"):
+        ch.doctor("RuntimeError: ...")
+    with pytest.raises(TypeError, match="namespace must be a dict"):
+        ch.doctor(RuntimeError("x"), ["model"])
+
+    class Broken(nn.Module):
+        def named_modules(self, *args, **kwargs):
+            raise RuntimeError("no listing")
+
+        def modules(self):
+            raise RuntimeError("no listing")
+
+    checkup = ch.doctor(RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x4 and 5x2)"),
+                        {"broken": Broken()})
+    assert isinstance(checkup, ch.Checkup) and "no listing" in str(checkup)

@@ -10,8 +10,9 @@ Generated from the chapter's cells tagged `export` by tools/exports.py
 
 # --- 06_any_layer_any_node.ipynb, cell 7 ---
 # @title MESSAGE_RULES: how a pasted error is read (the triage page reads the same table)
-# ONE table, read by `read_message` (folded below) and by the triage page's
-# script (book/_static/triage_rules.js is generated from these cells).
+# ONE table (this cell: the backward's checks; the next: the forward's, the
+# optimizer's, loading's), read by `read_message` (folded below) and by the
+# triage page's script (book/_static/triage_rules.js is generated from them).
 # Each rule: the kind of message, a regular expression (in the syntax Python
 # and JavaScript share), what each group is (and which are shapes, which
 # integers), and what it points to: one cause (a key of CAUSES) when the text
@@ -86,6 +87,12 @@ MESSAGE_RULES = [
      "pattern": r"one of the variables needed for gradient computation has been"
                 r" modified by an inplace operation: \[" + _WORD + r" " + _SHAPE + r"\]",
      "groups": ["tensor", "got"], "shapes": ["got"], "ints": []},
+]
+
+
+# --- 06_any_layer_any_node.ipynb, cell 8 ---
+# @title MESSAGE_RULES, continued: errors of a forward pass, an optimizer, a checkpoint
+MESSAGE_RULES += [
     {"kind": "matmul", "autograd": False, "cause": _FORWARD,
      "pattern": r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
      "groups": ["rows_a", "got", "expected", "cols_b"],
@@ -145,10 +152,18 @@ MESSAGE_RULES = [
     {"kind": "broadcast", "autograd": False,
      "cause": ["optimizer state", "old grad", "module", "input"],
      "where": {"optimizer": "optimizer state", "average": "average copy",
-               "backward": ["old grad", "custom Function"], "forward": _FORWARD},
+               "backward": ["old grad", "pruned mid-step", "custom Function"],
+               "forward": _FORWARD},
      "pattern": r"The (?:expanded )?size of (?:the )?tensor(?: a)? \((\d+)\) must match the"
                 r" (?:existing )?size(?: of tensor b)? \((\d+)\) at non-singleton dimension (\d+)",
      "groups": ["got", "expected", "dim"], "shapes": [], "ints": ["got", "expected", "dim"]},
+    {"kind": "view", "autograd": False, "cause": ["module", "input"],
+     "pattern": r"shape '\[([^\]]*)\]' is invalid for input of size (\d+)",
+     "groups": ["shape", "size"], "shapes": ["shape"], "ints": ["size"]},
+    {"kind": "checkpoint", "autograd": False, "cause": "checkpoint recompute",
+     "pattern": r"Recomputed values for the following tensors have different metadata"
+                r" than during the forward pass",
+     "groups": [], "shapes": [], "ints": []},
     {"kind": "state dict", "autograd": False, "cause": "state dict",
      "pattern": r"size mismatch for ([^: \t\n\r\f\v]+): copying a param with shape"
                 r" torch\.Size\(" + _SHAPE + r"\) from checkpoint, the shape in current"
@@ -157,7 +172,7 @@ MESSAGE_RULES = [
 ]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 8 ---
+# --- 06_any_layer_any_node.ipynb, cell 9 ---
 # @title NODE_RULES, HINT_RULES, WHERE_RULES: what a node's name, the rest of the text and the traceback tell
 # What a shape message's node says (first match wins). "built-in" is any node
 # of torch's own (derivatives.yaml, in any era's spelling: TBackward0, and
@@ -187,6 +202,9 @@ NODE_RULES = [
 HINT_RULES = [
     {"kinds": ["shape"], "node": r"\d$", "pattern": r"\bvmap\b|functorch|torch\.func\b|\bjacrev\b|\bjacfwd\b"
      r"|\bhessian\(|is_grads_batched", "cause": ["batching rule", "stale accumulator"]},
+    {"kinds": ["matmul", "channels", "broadcast", "view"],
+     "pattern": r"\bfunctional_call\b|[/\\]nn[/\\]utils[/\\]stateless\.py",
+     "cause": ["kept tensor", "module", "input"]},
     {"kinds": ["gradient argument"], "pattern": r"[/\\]utils[/\\]checkpoint\.py"
      r"|CheckpointFunction", "cause": "checkpoint recompute"},
     {"kinds": ["shape"], "pattern": r"compatible with \[0\]|expected shape \[0\]|got \[0\] but",
@@ -214,7 +232,7 @@ WHERE = {"optimizer": "optimizer.step() (the optimizer's state)",
          "load": "load_state_dict (loading a checkpoint)"}
 
 
-# --- 06_any_layer_any_node.ipynb, cell 9 ---
+# --- 06_any_layer_any_node.ipynb, cell 10 ---
 # @title CAUSES: what each cause is, where the chapter shows it, and the question that tells it apart
 # Each cause: what it is (with its fix), the chapter section that shows it,
 # and the one question or check that tells it from the others.
@@ -328,12 +346,18 @@ CAUSES = {
                 "or an input not moved: call model.to(device) after pruning",
                 "Not about shapes, or not from backward", ""),
     "checkpoint recompute": (
-        "a checkpointed segment (torch.utils.checkpoint) recomputed its forward during "
-        "backward with tensors pruned after the forward: its outputs no longer have the "
-        "shapes the rest of the graph recorded. Prune between a backward and the next "
-        "forward, never between a forward and its backward",
+        "a checkpointed segment (torch.utils.checkpoint) computed something else when "
+        "its forward was run again during backward: a tensor pruned between the forward "
+        "and the backward, or a side effect of the forward (a cache that grows, a "
+        "counter). Prune between a backward and the next forward; keep the checkpointed "
+        "forward free of side effects",
         "Not about shapes, or not from backward",
         "is torch/utils/checkpoint.py in the traceback?"),
+    "pruned mid-step": (
+        "a parameter cut between a forward and its backward (in a hook, a callback, the "
+        "wrong place of a loop): the graph computes gradients of the old shape. Prune "
+        "between a backward and the next forward", "Not about shapes, or not from backward",
+        "does anything cut a parameter after the forward and before backward()?"),
     "state dict": ("a checkpoint whose tensors have other shapes than the model's (the "
                    "message gives the checkpoint's shape first, then the model's): a "
                    "pruned checkpoint and a model of the old widths, or the other way. "
@@ -349,7 +373,7 @@ CAUSES = {
 }
 
 
-# --- 06_any_layer_any_node.ipynb, cell 10 ---
+# --- 06_any_layer_any_node.ipynb, cell 11 ---
 # @title read_message: reads a pasted error by the tables above
 import math
 import re
@@ -479,7 +503,7 @@ def read_message(text):
     return Reading("unknown", False, {}, "unknown")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 11 ---
+# --- 06_any_layer_any_node.ipynb, cell 12 ---
 import gc
 import sys
 
@@ -508,7 +532,7 @@ def parse_invalid_gradient(error):
     return InvalidGradient(f["node"], f["index"], f["got"], f["expected"])
 
 
-# --- 06_any_layer_any_node.ipynb, cell 16 ---
+# --- 06_any_layer_any_node.ipynb, cell 17 ---
 class Diagnosis(NamedTuple):
     """What an error is about, what was seen, and what to do."""
     error: object        # InvalidGradient, or the Reading of another message
@@ -535,7 +559,7 @@ class Diagnosis(NamedTuple):
         return f"{head}{seen}\n  cause: {self.cause}: {self.fix}"
 
 
-# --- 06_any_layer_any_node.ipynb, cell 17 ---
+# --- 06_any_layer_any_node.ipynb, cell 18 ---
 # @title FIXES: the general advice for each cause
 FIXES = {
     "stale accumulator": (
@@ -544,9 +568,10 @@ FIXES = {
         "to the old graph before pruning, or give the layer a new nn.Parameter "
         "(and move the optimizer to it). A new optimizer does not help."),
     "custom autograd.Function": (
-        "the backward() of a custom autograd.Function returned a gradient of the "
-        "wrong shape for this input: fix its backward (one gradient per forward "
-        "input, each of that input's shape, or None)."),
+        "the backward() of a custom autograd.Function returned a gradient of "
+        "another shape than this input: its backward, or an input of a shape it "
+        "was not written for (one gradient per forward input, each of that "
+        "input's shape, or None)."),
     "reused non-leaf": (
         "a non-leaf tensor made by an earlier graph was reshaped after it was "
         "made and used again: recompute it from the parameters in every forward "
@@ -555,6 +580,21 @@ FIXES = {
         "the mask or indices the forward pass saved were changed after it: build "
         "the mask anew for each forward pass (never edit it through .data), and "
         "recompute the forward after pruning."),
+    "old grad": (
+        "a .grad of another shape than its parameter: kept from before the cut (and "
+        "backward adds to it), or made by a backward through a graph recorded before "
+        "the cut (seen above, if so). Set every .grad to None when you prune "
+        "(optimizer.zero_grad() does, unless set_to_none=False), and compute the loss "
+        "again after the cut."),
+    "pruned mid-step": (
+        "a parameter was cut between a forward and its backward (in a hook, a "
+        "callback, or the wrong place of a loop): the graph still computes "
+        "gradients of the old shape. Prune between a backward and the next "
+        "forward, and compute the loss again."),
+    "kept tensor": (
+        "a tensor made before the cut (a dict of parameters for functional_call, a "
+        "cache, a saved state) is used after it: make it again from the model "
+        "after pruning."),
     "optimizer state": (
         "the optimizer's state (Adam's exp_avg, a momentum buffer) kept the old shape: "
         "cut it the same way as the parameter, or drop it (optimizer.state.pop(param)), "
@@ -568,7 +608,7 @@ FIXES = {
 }
 
 
-# --- 06_any_layer_any_node.ipynb, cell 19 ---
+# --- 06_any_layer_any_node.ipynb, cell 20 ---
 # @title The evidence: graph walks, recorded shapes, ties, old graphs, masks
 import gc
 import sys
@@ -607,15 +647,28 @@ def _tied_owners(model, leaf):
 
 
 def _variable_name(tensor):
+    """The notebook's name for a tensor: a variable, or an item of a list,
+    tuple or dict one (history[0], state[1], acts['hidden'])."""
     for name, value in vars(sys.modules["__main__"]).items():
-        if value is tensor and not name.startswith("_"):
+        if name.startswith("_"):
+            continue
+        if value is tensor:
             return f"{name!r}"
+        if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+            items = enumerate(value[:1000])
+        elif isinstance(value, dict):
+            items = list(value.items())[:1000]
+        else:
+            continue
+        for key, item in items:
+            if item is tensor:
+                return f"'{name}[{key!r}]'"
     return "a tensor"
 
 
 def _other_graphs(target, outputs, in_this_loss):
     """Live tensors (not `outputs`) whose graph reaches the node `target`:
-    [(description, part of this loss?)]."""
+    [(description, part of this loss?, the root of its graph)]."""
     found = []
     for obj in gc.get_objects():       # type(), not isinstance: some objects warn
         if not issubclass(type(obj), torch.Tensor) or any(obj is t for t in outputs):
@@ -630,7 +683,7 @@ def _other_graphs(target, outputs, in_this_loss):
                 continue
             if node is target:
                 found.append((f"{_variable_name(obj)} of shape {list(obj.shape)}, "
-                              f"made by {root.name()}", id(root) in in_this_loss))
+                              f"made by {root.name()}", id(root) in in_this_loss, root))
                 break
             seen.add(id(node))
             todo.extend(n for n, _ in node.next_functions)
@@ -648,12 +701,19 @@ def _stale_evidence(leaf, name, target, outputs, nodes, model):
                   "along the dimension every holder reads the same way, and move "
                   "the optimizer to it.")
     holders = _other_graphs(target, outputs, {id(n) for n in nodes})
-    cached = [what for what, in_loss in holders if in_loss]
-    old = [what for what, in_loss in holders if not in_loss]
+    before = {id(root): _made_before_cut(root, target, _recorded(target, 0), list(leaf.shape))
+              for _, in_loss, root in holders if in_loss}
+    cached = [what for what, in_loss, root in holders if in_loss and before[id(root)]]
+    unsure = [what for what, in_loss, root in holders
+              if in_loss and before[id(root)] is None]
+    old = [what for what, in_loss, _ in holders if not in_loss]
     for what in cached:
-        evidence.append(f"{what} is part of this loss and reaches the parameter: "
-                        "if it was computed before pruning (a cache), it holds the "
-                        "old graph")
+        evidence.append(f"{what} is part of this loss and reaches the parameter, and its "
+                        "graph saved the parameter at its old shape: a cache computed "
+                        "before pruning, which holds the old graph")
+    for what in unsure:
+        evidence.append(f"{what} is part of this loss and reaches the parameter: a cache "
+                        "if it was computed before pruning (its graph no longer shows)")
     for what in old:
         evidence.append(f"{what} holds another graph through the parameter")
     if cached:
@@ -661,7 +721,7 @@ def _stale_evidence(leaf, name, target, outputs, nodes, model):
             "recompute the cached tensor after pruning (or detach it): a new "
             "Parameter alone would send the cache's gradient to the orphaned old "
             "weight.")
-    if not holders:
+    if not (cached or unsure or old):
         evidence.append("no live Python tensor outside this loss holds a graph "
                         "through the parameter now: an old graph was alive when this "
                         "loss was computed (a name still bound to the old loss until "
@@ -686,7 +746,40 @@ def _mask_evidence(node):
     return lines or ["the node saved no index or mask this torch shows"]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 20 ---
+# --- 06_any_layer_any_node.ipynb, cell 21 ---
+# @title Made before the cut, or after? What a graph recorded of a parameter
+import torch
+
+
+def _made_before_cut(root, target, old, new, limit=10_000):
+    """Did the graph behind `root` use the parameter at its shape `old` (True:
+    made before the cut), at `new` (False: made after it), or cannot it tell
+    (None)? Read from what the nodes that take the parameter (an edge to
+    `target`) recorded of their inputs' shapes, and from the tensors the graph
+    saved (gone where a backward ran); a 2-d weight may appear transposed."""
+    seen, todo, shapes = set(), [root], set()
+    while todo and len(seen) < limit:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if any(n is target for n, _ in node.next_functions):
+            for meta in getattr(node, "_input_metadata", None) or ():
+                shapes |= {tuple(meta.shape), tuple(meta.shape)[::-1]}
+        for attr in dir(node):
+            if attr.startswith("_saved_"):
+                try:
+                    value = getattr(node, attr)
+                except Exception:                 # freed by a backward
+                    continue
+                if isinstance(value, torch.Tensor):
+                    shapes |= {tuple(value.shape), tuple(value.shape)[::-1]}
+        todo.extend(n for n, _ in node.next_functions)
+    had_old, had_new = tuple(old or ()) in shapes, tuple(new) in shapes
+    return None if had_old == had_new else had_old
+
+
+# --- 06_any_layer_any_node.ipynb, cell 22 ---
 # @title What one candidate edge (or a message of another kind) means
 import torch
 
@@ -737,7 +830,7 @@ _RANKED = ["stale accumulator", "mask changed", "custom autograd.Function",
            "reused non-leaf", "unknown"]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 21 ---
+# --- 06_any_layer_any_node.ipynb, cell 23 ---
 # @title The guard: diagnose_invalid_gradient never raises
 import functools
 
@@ -780,7 +873,7 @@ def _never_raises(diagnose):
     return guarded
 
 
-# --- 06_any_layer_any_node.ipynb, cell 23 ---
+# --- 06_any_layer_any_node.ipynb, cell 25 ---
 @_never_raises
 def diagnose_invalid_gradient(error, outputs, model=None):
     """Say which tensor an error is about, why, and what to do, from evidence.
@@ -818,7 +911,7 @@ def diagnose_invalid_gradient(error, outputs, model=None):
     return min(candidates, key=lambda d: _RANKED.index(d.cause))
 
 
-# --- 06_any_layer_any_node.ipynb, cell 46 ---
+# --- 06_any_layer_any_node.ipynb, cell 48 ---
 import gc
 import sys
 import types
@@ -844,7 +937,7 @@ def _reaches(root, target, limit=100_000):
     return False
 
 
-# --- 06_any_layer_any_node.ipynb, cell 48 ---
+# --- 06_any_layer_any_node.ipynb, cell 50 ---
 # @title _describe: how a referrer holds a tensor, in one line
 def _describe(holder, held, namespace):
     """One line saying how `holder` (a gc referrer) holds `held`."""
@@ -876,7 +969,7 @@ def _describe(holder, held, namespace):
     return f"a {type(holder).__name__}"
 
 
-# --- 06_any_layer_any_node.ipynb, cell 49 ---
+# --- 06_any_layer_any_node.ipynb, cell 51 ---
 def graph_holders(param, namespace=None):
     """Who keeps alive a graph that holds `param`'s gradient accumulator.
 
@@ -908,7 +1001,7 @@ def graph_holders(param, namespace=None):
     return lines
 
 
-# --- 06_any_layer_any_node.ipynb, cell 59 ---
+# --- 06_any_layer_any_node.ipynb, cell 61 ---
 # @title chapter 4's checks and slicing, which prune_channels shares (copied from chapter 4)
 # Copied from chapter 4 (04_every_way_out.ipynb), where it is explained.
 # Written by `make generate`: edit the original, not this copy.
@@ -944,7 +1037,7 @@ def _sliced_state(state, old, dim, keep):
     return new_state
 
 
-# --- 06_any_layer_any_node.ipynb, cell 60 ---
+# --- 06_any_layer_any_node.ipynb, cell 62 ---
 # @title The argument checks: keep as sorted indices, optimizer as a list (copied from chapter 4)
 # Copied from chapter 4 (04_every_way_out.ipynb), where it is explained.
 # Written by `make generate`: edit the original, not this copy.
@@ -1002,7 +1095,7 @@ def _as_optimizers(optimizer):
     return optimizers
 
 
-# --- 06_any_layer_any_node.ipynb, cell 61 ---
+# --- 06_any_layer_any_node.ipynb, cell 63 ---
 # @title What sits around the pair: per-feature layers, tied parameters, optimizers not passed (copied from chapter 4)
 # Copied from chapter 4 (04_every_way_out.ipynb), where it is explained.
 # Written by `make generate`: edit the original, not this copy.
@@ -1077,7 +1170,7 @@ def _check_surroundings(first, second, old_params, optimizers, model):
             "optimizer (a list)")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 62 ---
+# --- 06_any_layer_any_node.ipynb, cell 64 ---
 import torch
 from torch import nn
 
@@ -1115,7 +1208,7 @@ def _channel_tensors(module, role):
         "prune it by hand and retrain")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 64 ---
+# --- 06_any_layer_any_node.ipynb, cell 66 ---
 # @title prune_channels' checks: the layers between, widths, masks, ties
 def _between_in_sequential(model, producer, consumer):
     """The modules between producer and consumer in a Sequential of `model`."""
@@ -1174,7 +1267,7 @@ def _channel_cuts(model, producer, consumer, keep, optimizer, between):
     return cuts, keep, optimizers
 
 
-# --- 06_any_layer_any_node.ipynb, cell 66 ---
+# --- 06_any_layer_any_node.ipynb, cell 68 ---
 def prune_channels(model, producer, consumer, keep, optimizer=None, between=None):
     """Keep the channels (or hidden neurons) `keep` between `producer` and
     `consumer`, and in every layer between them, in place and atomically.
@@ -1214,7 +1307,7 @@ def prune_channels(model, producer, consumer, keep, optimizer=None, between=None
     return len(keep)
 
 
-# --- 06_any_layer_any_node.ipynb, cell 89 ---
+# --- 06_any_layer_any_node.ipynb, cell 91 ---
 # @title MODULE_SHAPES: which settings each tensor's dimensions follow, for each module class
 import math
 
@@ -1347,7 +1440,7 @@ MODULE_SHAPES = {
 }
 
 
-# --- 06_any_layer_any_node.ipynb, cell 90 ---
+# --- 06_any_layer_any_node.ipynb, cell 92 ---
 # @title Reading each tensor's shape without running a parametrization or a hook
 import torch
 from torch import nn
@@ -1456,7 +1549,7 @@ def _views(module, attr, dims, unread):
     return [(prefix + leaf, _shape(_stored(owner, leaf)), dims)]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 91 ---
+# --- 06_any_layer_any_node.ipynb, cell 93 ---
 # @title ShapeProblem, and a module's tensors checked against each other and its settings
 from collections import Counter
 from typing import NamedTuple
@@ -1563,7 +1656,7 @@ def _check_rule(label, settings, tensors, cut):
     return problems
 
 
-# --- 06_any_layer_any_node.ipynb, cell 92 ---
+# --- 06_any_layer_any_node.ipynb, cell 94 ---
 # @title Links between modules: each module's output width against the next one's input
 import operator
 
@@ -1632,6 +1725,11 @@ def _link_problem(label, producer, consumer, through):
         f"{p_name} gives {out} features and {c_name} reads {width}: a cut of one "
         f"side only. Cut both sides of the link (or neither).", "link")
 
+
+# --- 06_any_layer_any_node.ipynb, cell 95 ---
+# @title Following the data: along a Sequential, along a traced forward
+import torch
+from torch import nn
 
 def _chain(module, prefix=""):
     """A Sequential's modules in the order its forward runs them, nested
@@ -1749,7 +1847,7 @@ def link_problems(model, name=""):
     return problems
 
 
-# --- 06_any_layer_any_node.ipynb, cell 93 ---
+# --- 06_any_layer_any_node.ipynb, cell 96 ---
 # @title check_module_shapes: every module's tensors against each other and its settings
 from torch import nn
 
@@ -1881,8 +1979,110 @@ def assert_module_shapes(model):
                          + "\n".join(f"- {p}" for p in problems))
 
 
-# --- 06_any_layer_any_node.ipynb, cell 123 ---
-# @title doctor: reads the live objects an error left behind
+# --- 06_any_layer_any_node.ipynb, cell 127 ---
+# @title What the doctor reads in the frames: the tensors backward() ran on, records, functional_call's tensors, a view's settings
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _frames(error):
+    """[(frame, is it torch's own?)] of the error's traceback, outermost first:
+    the frames that have returned only. A frame still running is left out:
+    before Python 3.13, reading its locals leaves a copy of them on the
+    frame, which would keep your objects alive."""
+    running, frame = set(), sys._getframe()
+    while frame is not None:
+        running.add(id(frame))
+        frame = frame.f_back
+    found, tb = [], getattr(error, "__traceback__", None)
+    while tb is not None:
+        if id(tb.tb_frame) not in running:
+            found.append((tb.tb_frame,
+                          tb.tb_frame.f_code.co_filename.startswith(_TORCH_DIR)))
+        tb = tb.tb_next
+    return found
+
+
+def _backward_outputs(error):
+    """The tensors the failing backward() (or autograd.grad) ran on, read from
+    torch's own frames: _engine_run_backward's t_outputs, or Tensor.backward's self."""
+    for frame, own in _frames(error):
+        if not own:
+            continue
+        names = frame.f_locals
+        if frame.f_code.co_name == "_engine_run_backward":
+            held = names.get("t_outputs")
+            return [t for t in (held or ()) if isinstance(t, torch.Tensor)]
+        if frame.f_code.co_name == "backward" and isinstance(names.get("self"), torch.Tensor):
+            return [names["self"]]
+    return []
+
+
+def _changed_records(outputs, names):
+    """Lines naming each parameter whose accumulator, in the graph of
+    `outputs`, recorded another shape than the parameter has now: it was cut
+    after that graph's forward."""
+    lines = []
+    for node in _nodes(outputs):
+        leaf = getattr(node, "variable", None)
+        recorded = _recorded(node, 0) if leaf is not None else None
+        if recorded is not None and recorded != list(leaf.shape):
+            name = names.get(id(leaf), f"a leaf of shape {list(leaf.shape)}")
+            lines.append(f"the graph recorded {name} as {recorded}; it is "
+                         f"{list(leaf.shape)} now: it was cut after this graph's forward")
+    return lines
+
+
+def _functional_params(error):
+    """Lines naming each tensor handed to torch.func.functional_call whose
+    shape is not its module's (a dict made before a cut)."""
+    lines = []
+    for frame, own in _frames(error):
+        if not own or frame.f_code.co_name != "_functional_call":
+            continue
+        module, given = frame.f_locals.get("module"), frame.f_locals.get("parameters_and_buffers")
+        if not isinstance(module, nn.Module) or not isinstance(given, dict):
+            continue
+        own_tensors = dict(module.named_parameters())
+        own_tensors.update(dict(module.named_buffers()))
+        for key, value in given.items():
+            mine = own_tensors.get(key)
+            if isinstance(value, torch.Tensor) and isinstance(mine, torch.Tensor) and \
+                    value.shape != mine.shape:
+                lines.append(f"functional_call was given {key!r} of {list(value.shape)}; the "
+                             f"module's {key} is {list(mine.shape)} now: a dict made before "
+                             "the cut")
+    return lines
+
+
+def _view_settings(error, shape, size):
+    """Lines naming the int settings of the module whose forward asked for a
+    view of `shape` on `size` elements, when a setting is one of its sizes."""
+    frames = [frame for frame, _ in _frames(error)]
+    module = next((f.f_locals.get("self") for f in reversed(frames)
+                   if isinstance(f.f_locals.get("self"), nn.Module)), None)
+    if module is None or not all(isinstance(n, int) for n in shape):
+        return []
+    lines = []
+    for attr, value in vars(module).items():
+        if attr.startswith("_") or type(value) is not int or value < 2 or value not in shape:
+            continue
+        others = math.prod(shape) // value
+        fits = size % others == 0 and -1 not in shape
+        lines.append(f"{type(module).__name__}.{attr} = {value} is in the view's shape {shape}"
+                     + (f": with the {size} elements the input has, that size would be "
+                        f"{size // others}, if the other sizes are right" if fits else ""))
+    return lines
+
+
+# --- 06_any_layer_any_node.ipynb, cell 128 ---
+# @title The checkup: what the doctor gathers from your frames and namespace
 import os
 import sys
 import types
@@ -1891,9 +2091,11 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 # what to read for each cause, in this book
 READ = {"stale accumulator": "chapter 3, What holds the old shape; chapter 4, Every way out",
+        "old grad": "chapter 6, Not about shapes, or not from backward",
+        "pruned mid-step": "chapter 6, Not about shapes, or not from backward",
+        "kept tensor": "chapter 6, Ties, caches and masks",
         "custom autograd.Function": "chapter 6, A custom Function",
         "reused non-leaf": "chapter 6, Ties, caches and masks",
         "mask changed": "chapter 6, Ties, caches and masks",
@@ -1923,32 +2125,17 @@ class Checkup(NamedTuple):
         return "\n".join(lines)
 
 
-def _frames(error):
-    """[(frame, is it torch's own?)] of the error's traceback, outermost first."""
-    found, tb = [], getattr(error, "__traceback__", None)
-    while tb is not None:
-        found.append((tb.tb_frame, tb.tb_frame.f_code.co_filename.startswith(_TORCH_DIR)))
-        tb = tb.tb_next
-    return found
-
-
 def _scopes(error, namespace):
-    """[(where, {name: value})]: the locals of your frames that have returned,
-    innermost first, then the namespace given (a notebook's globals()). A
-    frame still running is not read: before Python 3.13, reading its locals
-    leaves a copy of them on the frame, which would keep your objects alive."""
-    running, frame = set(), sys._getframe()
-    while frame is not None:
-        running.add(id(frame))
-        frame = frame.f_back
+    """[(where, {name: value})]: the namespace given (a notebook's globals(),
+    whose names win), then the locals of your frames that have returned,
+    innermost first, then the tensors the failing backward() ran on."""
     scopes = [(f"{frame.f_code.co_name}'s frame", dict(frame.f_locals))
               for frame, own in reversed(_frames(error)) if not own
-              and frame.f_code.co_name != "<module>" and id(frame) not in running]
-    outputs = [frame.f_locals.get("self") for frame, own in _frames(error)
-               if own and frame.f_code.co_name == "backward"]
-    ran_on = dict(("output", t) for t in outputs[:1] if isinstance(t, torch.Tensor))
-    return scopes + [("your namespace", dict(namespace or {})),
-                     ("the tensor backward() was called on", ran_on)]
+              and frame.f_code.co_name != "<module>"]
+    ran_on = {f"output{f'[{i}]' if i else ''}": t
+              for i, t in enumerate(_backward_outputs(error))}
+    return [("your namespace", dict(namespace or {}))] + scopes + [
+        ("the tensor backward() was called on", ran_on)]
 
 
 def _items(value, name):
@@ -1974,6 +2161,8 @@ def _gather(scopes):
                 if isinstance(obj, torch.Tensor) and obj.grad_fn is not None:
                     tensors.append((f"{label} ({where})", obj))
                 elif isinstance(obj, nn.Module):
+                    if label in {n for n, _ in modules}:      # another object of that name
+                        label = f"{label} ({where.removesuffix(chr(39) + 's frame')})"
                     modules.append((label, obj))
                 elif isinstance(obj, torch.optim.Optimizer):
                     optimizers.append((label, obj))
@@ -2026,6 +2215,13 @@ def _optimizer_findings(optimizers, names):
     return stale, orphans
 
 
+# --- 06_any_layer_any_node.ipynb, cell 129 ---
+# @title doctor, and the IPython extension that calls it
+import sys
+
+import torch
+from torch import nn
+
 def doctor(error, namespace=None):
     """Examine an error with the objects it left behind: the traceback's frames
     (their locals), and `namespace` (a notebook's globals()). Reads the graph
@@ -2047,7 +2243,7 @@ def _examine(error, namespace, message):
     tensors, roots, optimizers = _gather(_scopes(error, namespace))
     named = nn.ModuleDict()
     for name, module in roots:
-        if name.isidentifier() and name not in named and not hasattr(nn.ModuleDict, name):
+        if name and "." not in name and name not in named and not hasattr(nn.ModuleDict, name):
             named[name] = module          # a new container: the modules are not changed
     names = {id(p): n for n, p in named.named_parameters()}
     listed = lambda found: (f" ({', '.join(n for n, _ in found[:4])}"
@@ -2060,8 +2256,11 @@ def _examine(error, namespace, message):
     stale, orphans = _optimizer_findings(optimizers, names)
     reading = read_message(error)
     raised_in, failing = _raised_in(error, roots)
+    failing_outputs = _backward_outputs(error)
+    in_backward = bool(failing_outputs)
     if reading.kind == "shape":
-        found = diagnose_invalid_gradient(error, [t for _, t in tensors], named or None)
+        found = diagnose_invalid_gradient(error, failing_outputs or [t for _, t in tensors],
+                                          named or None)
         parsed = found.error
         findings = [f"{parsed.node}'s edge {parsed.index} ends in {found.tensor}: "
                     f"recorded {found.recorded}"
@@ -2078,17 +2277,33 @@ def _examine(error, namespace, message):
         real = [str(p) for p in sorted(problems, key=first) if p.kind != "unchecked"]
         not_seen += [str(p) for p in problems if p.kind == "unchecked"]
         in_optimizer = "torch/optim/" in raised_in
+        old_grads = [str(p) for p in problems if p.tensor.endswith(".grad")]
+        after_forward = in_backward or in_optimizer           # the step, not the forward
+        changed = _changed_records(failing_outputs or [t for _, t in tensors], names) \
+            if after_forward else []
+        given = _functional_params(error)
+        views = (_view_settings(error, reading.fields["shape"], reading.fields["size"])
+                 if reading.kind == "view" else [])
         findings = stale + real + orphans if in_optimizer else real + stale + orphans
         if stale and in_optimizer:
             cause, fix = "optimizer state", FIXES["optimizer state"]
-        elif real:
+        elif in_backward and changed:
+            cause, fix, findings = "pruned mid-step", FIXES["pruned mid-step"], changed + findings
+        elif after_forward and old_grads:      # kept from a step before, or made by
+            cause, fix, findings = "old grad", FIXES["old grad"], old_grads + changed + findings
+        elif given:
+            cause, fix, findings = "kept tensor", FIXES["kept tensor"], given + findings
+        elif views:
+            cause, fix, findings = "forward error", FIXES["forward error"], views + findings
+        elif real and not after_forward:
             cause, fix = "forward error", FIXES["forward error"]
         else:
             cause = "unknown" if reading.kind == "unknown" else reading.cause
             fix = (FIXES["unknown"] if reading.kind == "unknown" else reading.likely)
             findings = findings or ["nothing in your modules or optimizers disagrees "
                                     "with itself"]
-    return Checkup(message, raised_in, cause, tuple(findings), fix, READ.get(cause, ""),
+    return Checkup(message, raised_in, cause, tuple(dict.fromkeys(findings)), fix,
+                   READ.get(cause, ""),
                    looked_at, tuple(not_seen))
 
 

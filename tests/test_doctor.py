@@ -188,3 +188,93 @@ def test_bad_input_is_refused_and_a_failing_object_does_not_raise():
     checkup = ch.doctor(RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x4 and 5x2)"),
                         {"broken": Broken()})
     assert isinstance(checkup, ch.Checkup) and "no listing" in str(checkup)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+
+
+def _cut_hidden(model, keep=24):
+    model[0].weight.data = model[0].weight.data[:keep]
+    model[0].bias.data = model[0].bias.data[:keep]
+    model[2].weight.data = model[2].weight.data[:, :keep]
+
+
+def test_a_cut_between_forward_and_backward_is_read_from_the_graph_s_records():
+    model = _mlp()
+    model(torch.randn(4, 10)).sum().backward()
+    loss = model(torch.randn(4, 10)).sum()
+    _cut_hidden(model)                                   # after the forward, .grad cut too
+    for param in (model[0].weight, model[0].bias, model[2].weight):
+        param.grad = None
+    model[0].weight.grad = torch.zeros_like(model[0].weight)
+    checkup = checkup_of(loss.backward, {"model": model, "loss": loss})
+    assert checkup.cause == "pruned mid-step"
+    assert "the graph recorded model.0.weight as [32, 10]; it is [24, 10] now: it was cut " \
+           "after this graph's forward" in checkup.findings
+
+
+def test_a_grad_of_the_old_shape_in_the_optimizer_step_is_an_old_grad():
+    model = _mlp()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(torch.randn(4, 10)).sum()
+    _cut_hidden(model)
+    loss.backward()                                      # .grad of the old widths
+    checkup = checkup_of(sgd.step, {"model": model, "sgd": sgd, "loss": loss})
+    assert checkup.cause == "old grad" and "torch/optim/" in checkup.raised_in
+    assert "the graph recorded model.0.weight as [32, 10]; it is [24, 10] now: it was cut " \
+           "after this graph's forward" in checkup.findings
+
+
+def test_an_old_grad_is_the_cause_when_backward_adds_to_it():
+    model = _mlp()
+    model(torch.randn(4, 10)).sum().backward()          # .grad of the old widths
+    _cut_hidden(model)
+    model[0].out_features = model[2].in_features = 24
+    checkup = checkup_of(lambda: model(torch.randn(4, 10)).sum().backward(), {"model": model})
+    assert checkup.cause == "old grad"
+    assert checkup.findings[0].startswith("model.0.weight.grad: [32, 10], expected [24, 10]")
+    assert len(checkup.findings) == len(set(checkup.findings))
+
+
+def test_a_dict_of_parameters_made_before_the_cut_is_named():
+    model = _mlp()
+    params = {k: v.detach() for k, v in model[0].named_parameters(prefix="0")}
+    _cut_hidden(model)
+    model[0].out_features = model[2].in_features = 24
+    run = lambda: torch.func.functional_call(model, params, (torch.randn(4, 10),))
+    checkup = checkup_of(run, {"model": model, "params": params})
+    assert checkup.cause == "kept tensor"
+    assert "functional_call was given '0.weight' of [32, 10]; the module's 0.weight is " \
+           "[24, 10] now: a dict made before the cut" in checkup.findings
+
+
+def test_a_view_names_the_setting_left_behind():
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads, self.head_dim, self.qkv = 8, 8, nn.Linear(64, 64)
+
+        def forward(self, x):
+            return self.qkv(x).view(x.shape[0], self.heads, self.head_dim)
+
+    attention = Heads()
+    attention.qkv = nn.Linear(64, 48)                    # 6 heads kept
+    checkup = checkup_of(lambda: attention(torch.randn(2, 64)), {"attention": attention})
+    assert checkup.cause == "forward error"
+    assert "Heads.heads = 8 is in the view's shape [2, 8, 8]: with the 96 elements the input " \
+           "has, that size would be 6, if the other sizes are right" in checkup.findings
+
+
+def test_a_tensor_of_this_step_is_not_called_a_cache_but_one_from_before_the_cut_is():
+    encoder = nn.Linear(4, 6)
+    memory = encoder(torch.randn(3, 4))                  # before the cut: a cache
+    encoder.weight.data = encoder.weight.data[:, :3]
+    query = encoder(torch.randn(2, 3))                   # after the cut: this step's
+    scores = query @ memory.T
+    checkup = checkup_of(scores.sum().backward, {"encoder": encoder, "memory": memory,
+                                                 "query": query, "scores": scores})
+    cached = [line for line in checkup.findings if "a cache computed before pruning" in line]
+    assert len(cached) == 1 and "of shape [3, 6], made by AddmmBackward0" in cached[0]
+    assert not any("of shape [2, 6]" in line for line in checkup.findings)   # query

@@ -30,19 +30,23 @@ from docutils.nodes import make_id
 from tools.book import BOOK, ROOT, torch_pin
 
 CHAPTER = BOOK / "06_any_layer_any_node.ipynb"
-RULES_CELLS = ("message-rules", "node-rules", "message-causes", "read-message")
+RULES_CELLS = ("message-rules", "message-rules-forward", "node-rules", "message-causes",
+               "read-message")
 OUTPUT = BOOK / "_static" / "triage_rules.js"
 HEADER = ("// Written by `python -m tools.triage` (make generate) from chapter 6's rules\n"
           "// cells and the derivatives.yaml of torch {torch}; not edited by hand.\n")
 
 
-def rules_namespace(chapter=CHAPTER, notebook=None):
+def rules_namespace(chapter=CHAPTER, notebook=None, strict=True):
     """The names chapter 6's rules cells define (from `notebook`, the chapter
-    as `make generate` is about to write it, or else from disk)."""
+    as `make generate` is about to write it, or else from disk; `strict`
+    False for an older chapter, which may lack a cell added since)."""
     notebook = nbformat.read(chapter, as_version=4) if notebook is None else notebook
     namespace = {}
     for name in RULES_CELLS:
         cells = [c for c in notebook.cells if c.get("id") == name]
+        if not cells and not strict:
+            continue
         if len(cells) != 1:
             raise LookupError(f"{chapter.name}: no single cell with id {name!r}")
         exec(compile(cells[0].source, f"{chapter.name}[{name}]", "exec"), namespace)
@@ -121,9 +125,11 @@ CORPUS = ROOT / "tests" / "data" / "triage_corpus.json"
 # messages the rules were never written from, scored once, frozen (labelled
 # before they were read by the rules; tests/test_triage.py)
 HELD_OUT = ROOT / "tests" / "data" / "triage_held-out.json"
+# every held-out set, one per round, oldest first
+HELD_OUTS = [HELD_OUT, ROOT / "tests" / "data" / "triage_held-out-2.json"]
 SCORE = BOOK / "_generated" / "triage_score.md"
-# The held-out set's first score, with the rules of the commit it names, before
-# any rule was changed after it (tests/test_triage.py scores that commit again).
+# Each held-out set's first score, with the rules of the commit it names, and
+# whether a rule was corrected after it (tests/test_triage.py scores each commit again).
 FIRST_SCORE = BOOK / "_data" / "triage_first_score.json"
 NODES = BOOK / "_generated" / "backward_nodes.md"
 VERDICTS = ("right", "cannot tell", "misleading", "silent")
@@ -167,21 +173,42 @@ def table_lines(table):
     return lines
 
 
+def held_out_lines(path, held_out, read, first):
+    """The page's paragraph and table for one held-out set: its first score,
+    with the rules of the commit that made it, then today's."""
+    real = sum(e["source"].startswith("https://") for e in held_out)
+    return [
+        f"**Held out, {first['round']}.** {len(held_out)} messages the rules were not written "
+        f"from: {real} from public reports (each reproduced live where it could be), "
+        f"{len(held_out) - real} made live on torch, written and labelled by someone who "
+        f"had not read the rules ({path.name}). Their first score, with the rules of commit "
+        f"{first['rules_of']}: " + ", ".join(f"{first[v]} {v}" for v in VERDICTS)
+        + f" of {len(held_out)}. " + (
+            "The rules were then corrected for the classes of error that score showed, so "
+            "the table below, with today's rules, is no longer out of sample."
+            if first["corrected"] else "No rule has been changed for them since: the table "
+            "below is that score."), "",
+        *table_lines(score_table(held_out, [read(e["text"]) for e in held_out])), ""]
+
+
 def score_page(notebook=None, corpus=None, held_out=None):
     """The Markdown tables of the triage page: per cause, how chapter 6's
     read_message scores on the corpus its rules were written from, and on
-    the held-out messages (the page's reader gives the same readings:
+    each held-out set (the page's reader gives the same readings:
     tests/test_triage_browser.py)."""
     namespace, _ = rules_namespace(notebook=notebook)
     corpus = json.loads(CORPUS.read_text()) if corpus is None else corpus
-    held_out = json.loads(HELD_OUT.read_text()) if held_out is None else held_out
     read = namespace["read_message"]
     real = sum(e["source"].startswith("https://") for e in corpus)
-    held_real = sum(e["source"].startswith("https://") for e in held_out)
-    first = json.loads(FIRST_SCORE.read_text())
+    firsts = json.loads(FIRST_SCORE.read_text())
+    rounds = []
+    for n, path in enumerate(HELD_OUTS, 1):
+        first = dict(firsts[str(path.relative_to(ROOT))], round=f"round {n}")
+        sets = json.loads(path.read_text()) if held_out is None or n > 1 else held_out
+        rounds += held_out_lines(path, sets, read, first)
     return "\n".join([
         "<!-- Written by `python -m tools.triage` (make generate) from "
-        "tests/data/triage_corpus.json and tests/data/triage_held-out.json; not edited "
+        "tests/data/triage_corpus.json and the held-out sets of tests/data; not edited "
         "by hand. -->", "",
         f"**In sample.** {len(corpus)} messages: {real} from public reports (each with its "
         f"link, and the cause its thread established), {len(corpus) - real} made live on "
@@ -189,15 +216,7 @@ def score_page(notebook=None, corpus=None, held_out=None):
         "\"cannot tell\" where its thread did not settle one. The rules were written and "
         "corrected on these messages.", "",
         *table_lines(score_table(corpus, [read(e["text"]) for e in corpus])), "",
-        f"**Held out.** {len(held_out)} messages the rules were not written from: "
-        f"{held_real} from public reports, {len(held_out) - held_real} made live on torch, "
-        "written and labelled by someone who had not read the rules. Their first score, "
-        f"with the rules of commit {first['rules_of']}: "
-        + ", ".join(f"{first[v]} {v}" for v in VERDICTS) + f" of {len(held_out)}. The rules "
-        "were then corrected for the classes of error that score showed, so the table "
-        "below, with today's rules, is no longer out of sample: a new held-out round "
-        "is what measures them.", "",
-        *table_lines(score_table(held_out, [read(e["text"]) for e in held_out]))]) + "\n"
+        *rounds]).rstrip("\n") + "\n"
 
 
 def nodes_page(nodes):

@@ -173,7 +173,7 @@
         : "no entry in torch " + R.torch + "'s derivatives.yaml: a custom autograd.Function, a node written in C++, or a node that torch no longer has"]);
       if ("index" in f) rows.push(["index", f.index + (info && info.input ? ": the input " + info.input : "")]);
     } else if ("index" in f) rows.push(["index", String(f.index)]);
-    ["got", "expected", "tensor", "weight", "input", "dim", "size", "groups", "hook"].forEach(function (k) {
+    ["got", "expected", "tensor", "weight", "input", "shape", "dim", "size", "groups", "hook"].forEach(function (k) {
       if (k in f) rows.push([k, show(f[k])]);
     });
     if (Array.isArray(f.got) && Array.isArray(f.expected)) {

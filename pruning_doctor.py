@@ -152,7 +152,7 @@ MESSAGE_RULES += [
     {"kind": "broadcast", "autograd": False,
      "cause": ["optimizer state", "old grad", "module", "input"],
      "where": {"optimizer": "optimizer state", "average": "average copy",
-               "backward": ["old grad", "pruned mid-step", "custom Function"],
+               "backward": ["old grad", "recorded before the cut", "custom Function"],
                "forward": _FORWARD},
      "pattern": r"The (?:expanded )?size of (?:the )?tensor(?: a)? \((\d+)\) must match the"
                 r" (?:existing )?size(?: of tensor b)? \((\d+)\) at non-singleton dimension (\d+)",
@@ -353,10 +353,12 @@ CAUSES = {
         "forward free of side effects",
         "Not about shapes, or not from backward",
         "is torch/utils/checkpoint.py in the traceback?"),
-    "pruned mid-step": (
-        "a parameter cut between a forward and its backward (in a hook, a callback, the "
-        "wrong place of a loop): the graph computes gradients of the old shape. Prune "
-        "between a backward and the next forward", "Not about shapes, or not from backward",
+    "recorded before the cut": (
+        "a graph recorded with a parameter's old shape: the parameter was cut between a "
+        "forward and its backward (in a hook, a callback, the wrong place of a loop), or "
+        "the forward used a copy made before the cut (autocast's cast cache, inside one "
+        "autocast block). Prune between a backward and the next forward, outside autocast",
+        "Not about shapes, or not from backward",
         "does anything cut a parameter after the forward and before backward()?"),
     "state dict": ("a checkpoint whose tensors have other shapes than the model's (the "
                    "message gives the checkpoint's shape first, then the model's): a "
@@ -586,11 +588,17 @@ FIXES = {
         "the cut (seen above, if so). Set every .grad to None when you prune "
         "(optimizer.zero_grad() does, unless set_to_none=False), and compute the loss "
         "again after the cut."),
-    "pruned mid-step": (
-        "a parameter was cut between a forward and its backward (in a hook, a "
-        "callback, or the wrong place of a loop): the graph still computes "
-        "gradients of the old shape. Prune between a backward and the next "
-        "forward, and compute the loss again."),
+    "recorded before the cut": (
+        "the graph that backward ran through recorded the parameter's old shape: "
+        "it was cut between a forward and its backward (in a hook, a callback, "
+        "the wrong place of a loop), or the forward used a copy made before the "
+        "cut (autocast keeps its casts of the weights until its block ends). "
+        "Prune between a backward and the next forward, outside any autocast "
+        "block, and compute the loss again."),
+    "hook": (
+        "a hook registered on the parameter holds a tensor of the old shape (a "
+        "mask): remove the hook when you prune and register it again with the "
+        "cut tensor."),
     "kept tensor": (
         "a tensor made before the cut (a dict of parameters for functional_call, a "
         "cache, a saved state) is used after it: make it again from the model "
@@ -614,6 +622,7 @@ import gc
 import sys
 
 import torch
+from torch import nn
 
 
 def _fits(shape, grad_shape):
@@ -654,6 +663,12 @@ def _variable_name(tensor):
             continue
         if value is tensor:
             return f"{name!r}"
+        if isinstance(value, nn.Module):           # an attribute or buffer of a module
+            for path, module in value.named_modules():
+                for attr, held in [*vars(module).items(), *module._buffers.items()]:
+                    if held is tensor:
+                        return f"'{'.'.join(filter(None, [name, path, attr]))}'"
+            continue
         if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
             items = enumerate(value[:1000])
         elif isinstance(value, dict):
@@ -1984,6 +1999,7 @@ def assert_module_shapes(model):
 import math
 import os
 import sys
+import traceback
 
 import torch
 from torch import nn
@@ -2035,7 +2051,8 @@ def _changed_records(outputs, names):
         if recorded is not None and recorded != list(leaf.shape):
             name = names.get(id(leaf), f"a leaf of shape {list(leaf.shape)}")
             lines.append(f"the graph recorded {name} as {recorded}; it is "
-                         f"{list(leaf.shape)} now: it was cut after this graph's forward")
+                         f"{list(leaf.shape)} now: the graph is older than the cut (or its "
+                         "forward used a copy made before it)")
     return lines
 
 
@@ -2082,6 +2099,95 @@ def _view_settings(error, shape, size):
 
 
 # --- 06_any_layer_any_node.ipynb, cell 128 ---
+# @title More that the doctor reads: the traceback's text, the module that raised, hooks, average copies
+import traceback
+
+import torch
+from torch import nn
+
+def _error_text(error):
+    """The error as Python prints it, traceback and all: what read_message reads."""
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+
+
+def _failing_module(error):
+    """The module whose code raised: the innermost returned frame whose `self`
+    is a module (None if there is none)."""
+    return next((f.f_locals.get("self") for f, _ in reversed(_frames(error))
+                 if isinstance(f.f_locals.get("self"), nn.Module)), None)
+
+
+def _sized_tensors(module, label, sizes):
+    """Lines naming the tensors of `module` with a dimension of one of `sizes`
+    (the two sizes a failed operation combined)."""
+    held = [(n, t) for n, t in [*module.named_parameters(), *module.named_buffers()]
+            if isinstance(t, torch.Tensor) and any(s in t.shape for s in sizes)]
+    if not held:
+        return []
+    return [f"in {label} ({type(module).__name__}), whose forward raised, the tensors of "
+            f"size {' or '.join(map(str, sizes))}: " + "; ".join(
+                f"{n} is {list(t.shape)}" for n, t in held[:8])
+            + ": the operation combined the two, so one of them was not cut or resized"]
+
+
+def _captured(function):
+    """Tensors a hook holds or reads: in its closure, a partial's arguments,
+    its defaults, and the dicts of module globals it names (the entry of a
+    key it holds, such as a parameter's name, if there is one)."""
+    found = []
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:                    # an empty cell
+            pass
+    found += list(getattr(function, "args", ()) or ()) + list(
+        (getattr(function, "keywords", None) or {}).values())
+    found += list(getattr(function, "__defaults__", None) or ())
+    keys = [k for k in found if isinstance(k, str)]
+    code, globals_ = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    for name in getattr(code, "co_names", ()):
+        table = globals_.get(name)
+        if isinstance(table, dict):
+            found += [table[k] for k in keys if k in table] or list(table.values())
+    return [t for t in found if isinstance(t, torch.Tensor)]
+
+
+def _hook_findings(names_of):
+    """Lines naming each hook on a parameter that holds a tensor of another
+    shape than the parameter (a mask of the old shape)."""
+    lines = []
+    for name, param in names_of:
+        for hook in (getattr(param, "_backward_hooks", None) or {}).values():
+            for held in _captured(hook):
+                if held.dim() == param.dim() and held.shape != param.shape and any(
+                        a == b for a, b in zip(held.shape, param.shape)):
+                    lines.append(f"{name} has a hook ({getattr(hook, '__name__', 'a hook')})"
+                                 f" that holds a tensor of {list(held.shape)}; {name} is "
+                                 f"{list(param.shape)} now")
+    return lines
+
+
+def _average_findings(roots):
+    """Lines naming each tensor of an average copy (AveragedModel) whose shape
+    is not that of the model it follows (same names, another shape)."""
+    lines = []
+    for label, average in roots:
+        inner = getattr(average, "module", None)
+        if not isinstance(average, torch.optim.swa_utils.AveragedModel) or inner is None:
+            continue
+        mine = dict(inner.named_parameters())
+        for other_label, other in roots:
+            if other is average:
+                continue
+            for name, param in other.named_parameters():
+                if name in mine and mine[name].shape != param.shape:
+                    lines.append(f"{label}.module.{name} is {list(mine[name].shape)}; "
+                                 f"{other_label}.{name} is {list(param.shape)}: the "
+                                 "average copy was made before the cut")
+    return lines
+
+
+# --- 06_any_layer_any_node.ipynb, cell 129 ---
 # @title The checkup: what the doctor gathers from your frames and namespace
 import os
 import sys
@@ -2093,8 +2199,10 @@ from torch import nn
 
 # what to read for each cause, in this book
 READ = {"stale accumulator": "chapter 3, What holds the old shape; chapter 4, Every way out",
+        "hook": "chapter 6, What else holds the old parameters? (hooks on a parameter)",
+        "average copy": "chapter 6, What else holds the old parameters? (an EMA copy)",
         "old grad": "chapter 6, Not about shapes, or not from backward",
-        "pruned mid-step": "chapter 6, Not about shapes, or not from backward",
+        "recorded before the cut": "chapter 6, Not about shapes, or not from backward",
         "kept tensor": "chapter 6, Ties, caches and masks",
         "custom autograd.Function": "chapter 6, A custom Function",
         "reused non-leaf": "chapter 6, Ties, caches and masks",
@@ -2215,7 +2323,7 @@ def _optimizer_findings(optimizers, names):
     return stale, orphans
 
 
-# --- 06_any_layer_any_node.ipynb, cell 129 ---
+# --- 06_any_layer_any_node.ipynb, cell 130 ---
 # @title doctor, and the IPython extension that calls it
 import sys
 
@@ -2254,7 +2362,7 @@ def _examine(error, namespace, message):
     not_seen = ["objects held only outside Python, or by functions still running "
                 "(pass their locals() as the namespace)"]
     stale, orphans = _optimizer_findings(optimizers, names)
-    reading = read_message(error)
+    reading = read_message(_error_text(error))         # the frames decide where
     raised_in, failing = _raised_in(error, roots)
     failing_outputs = _backward_outputs(error)
     in_backward = bool(failing_outputs)
@@ -2276,8 +2384,15 @@ def _examine(error, namespace, message):
         first = lambda p: not (failing and (p.module + ".").startswith(failing + "."))
         real = [str(p) for p in sorted(problems, key=first) if p.kind != "unchecked"]
         not_seen += [str(p) for p in problems if p.kind == "unchecked"]
-        in_optimizer = "torch/optim/" in raised_in
+        in_average = "swa_utils" in raised_in
+        in_optimizer = "torch/optim/" in raised_in and not in_average
         old_grads = [str(p) for p in problems if p.tensor.endswith(".grad")]
+        hooks = _hook_findings(list(named.named_parameters()))
+        averages = _average_findings(roots)
+        module = _failing_module(error)
+        sized = (_sized_tensors(module, failing or type(module).__name__,
+                                (reading.fields["got"], reading.fields["expected"]))
+                 if reading.kind == "broadcast" and module is not None else [])
         after_forward = in_backward or in_optimizer           # the step, not the forward
         changed = _changed_records(failing_outputs or [t for _, t in tensors], names) \
             if after_forward else []
@@ -2287,16 +2402,20 @@ def _examine(error, namespace, message):
         findings = stale + real + orphans if in_optimizer else real + stale + orphans
         if stale and in_optimizer:
             cause, fix = "optimizer state", FIXES["optimizer state"]
+        elif averages and in_average:
+            cause, fix, findings = "average copy", CAUSES["average copy"][0], averages + findings
+        elif in_backward and hooks:
+            cause, fix, findings = "hook", FIXES["hook"], hooks + findings
         elif in_backward and changed:
-            cause, fix, findings = "pruned mid-step", FIXES["pruned mid-step"], changed + findings
+            cause, fix, findings = "recorded before the cut", FIXES["recorded before the cut"], changed + findings
         elif after_forward and old_grads:      # kept from a step before, or made by
             cause, fix, findings = "old grad", FIXES["old grad"], old_grads + changed + findings
         elif given:
             cause, fix, findings = "kept tensor", FIXES["kept tensor"], given + findings
         elif views:
             cause, fix, findings = "forward error", FIXES["forward error"], views + findings
-        elif real and not after_forward:
-            cause, fix = "forward error", FIXES["forward error"]
+        elif (real or sized) and not after_forward:
+            cause, fix, findings = "forward error", FIXES["forward error"], sized + findings
         else:
             cause = "unknown" if reading.kind == "unknown" else reading.cause
             fix = (FIXES["unknown"] if reading.kind == "unknown" else reading.likely)
@@ -2311,13 +2430,17 @@ def _on_error(shell, etype, value, tb, tb_offset=None):
     """IPython's handler for the errors the doctor reads: the usual traceback,
     then the checkup."""
     shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-    print(doctor(value, shell.user_ns))
+    checkup = doctor(value, shell.user_ns)
+    if checkup.cause == "unknown" and not checkup.findings and isinstance(value, ValueError):
+        print("pruning doctor: nothing in this error or in your objects that it reads")
+    else:
+        print(checkup)
 
 
 def load_ipython_extension(ip):
-    """%load_ext pruning_doctor: every RuntimeError or IndexError of a cell is
-    followed by the doctor's checkup."""
-    ip.set_custom_exc((RuntimeError, IndexError), _on_error)
+    """%load_ext pruning_doctor: every RuntimeError, IndexError or ValueError
+    of a cell is followed by the doctor's checkup."""
+    ip.set_custom_exc((RuntimeError, IndexError, ValueError), _on_error)
 
 
 def unload_ipython_extension(ip):

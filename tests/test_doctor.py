@@ -138,7 +138,11 @@ def test_a_prune_reparametrization_cut_names_the_module_the_forward_failed_in():
     checkup = checkup_of(lambda: net(torch.ones(4)), {"net": net})
     assert checkup.cause == "forward error"
     assert checkup.raised_in.endswith(", in net.0 (Linear)")
-    assert checkup.findings[0].startswith("net.0.weight_orig: [6, 4], expected [8, 4]")
+    assert checkup.findings[0].startswith("in net.0 (Linear), whose forward raised, the tensors "
+                                          "of size 8 or 6: bias is [8]; weight_orig is [6, 4]; "
+                                          "weight_mask is [8, 4]")
+    assert any(line.startswith("net.0.weight_orig: [6, 4], expected [8, 4]")
+               for line in checkup.findings)
     assert any(line.startswith("net 0 -> 2: 0 gives 6 features and 2 reads 8")
                for line in checkup.findings)
 
@@ -190,6 +194,10 @@ def test_bad_input_is_refused_and_a_failing_object_does_not_raise():
     assert isinstance(checkup, ch.Checkup) and "no listing" in str(checkup)
 
 
+OLDER_GRAPH = ("the graph recorded model.0.weight as [32, 10]; it is [24, 10] now: the graph "
+               "is older than the cut (or its forward used a copy made before it)")
+
+
 def _mlp():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
@@ -210,9 +218,8 @@ def test_a_cut_between_forward_and_backward_is_read_from_the_graph_s_records():
         param.grad = None
     model[0].weight.grad = torch.zeros_like(model[0].weight)
     checkup = checkup_of(loss.backward, {"model": model, "loss": loss})
-    assert checkup.cause == "pruned mid-step"
-    assert "the graph recorded model.0.weight as [32, 10]; it is [24, 10] now: it was cut " \
-           "after this graph's forward" in checkup.findings
+    assert checkup.cause == "recorded before the cut"
+    assert OLDER_GRAPH in checkup.findings
 
 
 def test_a_grad_of_the_old_shape_in_the_optimizer_step_is_an_old_grad():
@@ -223,8 +230,7 @@ def test_a_grad_of_the_old_shape_in_the_optimizer_step_is_an_old_grad():
     loss.backward()                                      # .grad of the old widths
     checkup = checkup_of(sgd.step, {"model": model, "sgd": sgd, "loss": loss})
     assert checkup.cause == "old grad" and "torch/optim/" in checkup.raised_in
-    assert "the graph recorded model.0.weight as [32, 10]; it is [24, 10] now: it was cut " \
-           "after this graph's forward" in checkup.findings
+    assert OLDER_GRAPH in checkup.findings
 
 
 def test_an_old_grad_is_the_cause_when_backward_adds_to_it():
@@ -278,3 +284,47 @@ def test_a_tensor_of_this_step_is_not_called_a_cache_but_one_from_before_the_cut
     cached = [line for line in checkup.findings if "a cache computed before pruning" in line]
     assert len(cached) == 1 and "of shape [3, 6], made by AddmmBackward0" in cached[0]
     assert not any("of shape [2, 6]" in line for line in checkup.findings)   # query
+
+
+def test_a_hook_holding_a_mask_of_the_old_shape_is_named():
+    model = _mlp()
+    masks = {"0.weight": (model[0].weight.detach().abs() > 0.1).float()}
+    model[0].weight.register_hook(lambda grad, mask=masks["0.weight"]: grad * mask)
+    _cut_hidden(model)
+    model[0].out_features = model[2].in_features = 24
+    checkup = checkup_of(lambda: model(torch.randn(4, 10)).sum().backward(), {"model": model})
+    assert checkup.cause == "hook"
+    assert checkup.findings[0] == ("model.0.weight has a hook (<lambda>) that holds a tensor "
+                                   "of [32, 10]; model.0.weight is [24, 10] now")
+
+
+def test_an_average_copy_made_before_the_cut_is_compared_with_its_model():
+    model = _mlp()
+    average = torch.optim.swa_utils.AveragedModel(model)
+    _cut_hidden(model)
+    model[0].out_features = model[2].in_features = 24
+    checkup = checkup_of(lambda: average.update_parameters(model),
+                         {"model": model, "average": average})
+    assert checkup.cause == "average copy"
+    assert "average.module.0.weight is [32, 10]; model.0.weight is [24, 10]: the average " \
+           "copy was made before the cut" in checkup.findings
+
+
+def test_a_broadcast_in_a_forward_names_the_tensors_of_both_sizes_in_the_module_that_raised():
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.decoder = nn.Linear(8, 10, bias=False)
+            self.bias = nn.Parameter(torch.zeros(10))
+
+        def forward(self, x):
+            return self.decoder(x) + self.bias
+
+    head = Head()
+    head.decoder = nn.Linear(8, 12, bias=False)          # two classes added, bias left
+    checkup = checkup_of(lambda: head(torch.randn(3, 8)), {"head": head})
+    assert checkup.cause == "forward error"
+    assert checkup.findings[0] == (
+        "in head (Head), whose forward raised, the tensors of size 12 or 10: bias is [10]; "
+        "decoder.weight is [12, 8]: the operation combined the two, so one of them was not "
+        "cut or resized")

@@ -2204,11 +2204,11 @@ READ = {"stale accumulator": "chapter 3, What holds the old shape; chapter 4, Ev
         "old grad": "chapter 6, Not about shapes, or not from backward",
         "recorded before the cut": "chapter 6, Not about shapes, or not from backward",
         "kept tensor": "chapter 6, Ties, caches and masks",
-        "custom autograd.Function": "chapter 6, A custom Function",
+        "custom autograd.Function": "chapter 6, A helper that says which tensor, and why",
         "reused non-leaf": "chapter 6, Ties, caches and masks",
         "mask changed": "chapter 6, Ties, caches and masks",
         "forward error": "chapter 6, Not about shapes, or not from backward",
-        "optimizer state": "chapter 4, Every way out (the optimizer's state)"}
+        "optimizer state": "chapter 4, Every way out: The optimizer trap"}
 
 
 class Checkup(NamedTuple):

@@ -328,3 +328,19 @@ def test_a_broadcast_in_a_forward_names_the_tensors_of_both_sizes_in_the_module_
         "in head (Head), whose forward raised, the tensors of size 12 or 10: bias is [10]; "
         "decoder.weight is [12, 8]: the operation combined the two, so one of them was not "
         "cut or resized")
+
+
+def test_every_section_the_doctor_sends_to_is_a_title_or_heading_of_that_chapter():
+    import re
+
+    import nbformat
+    from tools.book import BOOK
+    for cause, where in ch.READ.items():
+        for part in where.split("; "):
+            number, title = re.fullmatch(r"chapter (\d), ([^(:]+?)(?::.*| \(.*\))?", part).groups()
+            [path] = BOOK.glob(f"0{number}_*.ipynb")
+            headings = [line.lstrip("#").strip() for cell in nbformat.read(path, 4).cells
+                        if cell.cell_type == "markdown" for line in cell.source.splitlines()
+                        if line.startswith("#")]
+            assert any(h.startswith(title) for h in headings), (cause, part)
+    assert set(ch.READ) <= set(ch.FIXES) | set(ch.CAUSES)     # causes the doctor gives

@@ -1827,13 +1827,30 @@ def _traced_links(label, module, prefix):
     return problems
 
 
+def _composite_links(label, model):
+    """torch.nn's own modules whose forward wires two or more modules of known
+    widths (a TransformerEncoderLayer's linear1 and linear2): their forward is
+    not traced, so their links are reported as not checked."""
+    found = []
+    containers = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+    for path, module in model.named_modules():
+        if type(module).__module__.split(".")[0] != "torch" or isinstance(module, containers):
+            continue
+        known = [n for n, m in module.named_children() if _ends(m) is not None]
+        if len(known) > 1:
+            found.append(ShapeProblem(
+                label, path, "", [], [], f"the links between {', '.join(known)}: torch.nn's "
+                "own forward is not traced, so each is checked alone", "unchecked"))
+    return found
+
+
 def link_problems(model, name=""):
     """Each module's output width against the input width of the module that
     reads it next: along a Sequential in order, and along the forward of a
     module of your own as torch.fx traces it (symbolically). A link it cannot
     follow is a problem of kind "unchecked", never an agreement."""
     label = name or type(model).__name__
-    problems, todo = [], [("", model)]
+    problems, todo = _composite_links(label, model), [("", model)]
     while todo:
         name, module = todo.pop(0)
         prefix = f"{name}." if name else ""

@@ -17,7 +17,9 @@ Generated from the chapter's cells tagged `export` by tools/exports.py
 # and JavaScript share), what each group is (and which are shapes, which
 # integers), and what it points to: one cause (a key of CAUSES) when the text
 # decides, or a list of causes in order when it cannot ("cannot tell").
-# "where" maps where the traceback says the error was raised to a decision.
+# "where" maps where the traceback says the error was raised to a decision
+# ("none": no frame of a traceback was pasted). A list of causes is never
+# the whole story: read_message adds "other" (a cause these rules do not name).
 # The "invalid gradient" checks are the engine's own (validate_outputs in
 # torch/csrc/autograd/engine.cpp, and InputMetadata for the shape).
 _NODE = r"((?:(?!Function )[^\n])+?)"        # any name: namespaces, spaces, <...>
@@ -26,7 +28,7 @@ _SHAPE = r"\[([^\]]*)\]"
 SPACE = r"[ \t\n\r\f\v\u00a0]+"                 # runs of it read as one space
 WRAP = r"(?<=[A-Za-z0-9_])\r?\n(?=[A-Za-z0-9_])"  # a line break inside a word or number
 DASH = "[\u2010-\u2015\u2212]"                  # dashes a page or an editor puts for "-"
-_FORWARD = ["module", "input"]
+_FORWARD = ["module", "kept tensor", "input"]
 MESSAGE_RULES = [
     {"kind": "shape", "autograd": True, "cause": "built-in",
      "pattern": "Function " + _NODE + r" returned an invalid gradient at index (\d+)"
@@ -68,6 +70,7 @@ MESSAGE_RULES = [
                 + " but got " + _SHAPE,               # torch < 1.0: no "Function X returned"
      "groups": ["index", "expected", "got"], "shapes": ["expected", "got"], "ints": ["index"]},
     {"kind": "gradient argument", "autograd": False, "cause": "gradient argument",
+     "where": {"none": ["gradient argument", "checkpoint recompute"]},
      "pattern": r"(?:Mismatch in shape|mismatch was detected): grad_output\[(\d+)\] has a"
                 r" shape of torch\.Size\(" + _SHAPE + r"\) and output\[\d+\] has a shape of"
                 r" torch\.Size\(" + _SHAPE + r"\)",
@@ -109,11 +112,11 @@ MESSAGE_RULES += [
                 r" weight of size " + _SHAPE,
      "groups": ["weight"], "shapes": ["weight"], "ints": []},
     {"kind": "groups", "autograd": False, "cause": "groups",
-     "pattern": r"Given groups=(\d+), expected weight to be at least (\d+) at dimension 0,"
-                r" but got weight of size " + _SHAPE,
+     "pattern": r"Given groups=(\d+), expected weight to be (?:at least|divisible by) (\d+) at"
+                r" dimension 0, but got weight of size \[?" + _SHAPE + r"\]?",
      "groups": ["groups", "expected", "weight"], "shapes": ["weight"],
      "ints": ["groups", "expected"]},
-    {"kind": "channels", "autograd": False, "cause": ["groups", "module", "input"],
+    {"kind": "channels", "autograd": False, "cause": ["groups", *_FORWARD],
      "pattern": r"Given groups=([2-9]|\d\d+), weight of size \[?([\d, ]*\d)\]?, expected"
                 r" input\[?([\d, ]*\d)\]? to have (\d+) channels, but got (\d+) channels",
      "groups": ["groups", "weight", "input", "expected", "got"],
@@ -138,10 +141,10 @@ MESSAGE_RULES += [
      "pattern": r"bilinear\(\): (input[12]) size does not match weight size: got (\d+)"
                 r" but expected (\d+)",
      "groups": ["tensor", "got", "expected"], "shapes": [], "ints": ["got", "expected"]},
-    {"kind": "index", "autograd": False, "cause": ["index", "input"],
+    {"kind": "index", "autograd": False, "cause": ["index", "input", "module"],
      "pattern": r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)",
      "groups": ["index", "dim", "size"], "shapes": [], "ints": ["index", "dim", "size"]},
-    {"kind": "index", "autograd": False, "cause": ["index", "input"],
+    {"kind": "index", "autograd": False, "cause": ["index", "input", "module"],
      "pattern": r"index out of range in self",
      "groups": [], "shapes": [], "ints": []},
     {"kind": "devices", "autograd": False, "cause": "devices",
@@ -150,14 +153,17 @@ MESSAGE_RULES += [
                 r" should be the same",
      "groups": [], "shapes": [], "ints": []},
     {"kind": "broadcast", "autograd": False,
-     "cause": ["optimizer state", "old grad", "module", "input"],
-     "where": {"optimizer": "optimizer state", "average": "average copy",
-               "backward": ["old grad", "recorded before the cut", "custom Function"],
+     "cause": ["optimizer state", "old grad", "module", "kept tensor", "hook",
+               "recorded before the cut", "input", "average copy", "custom Function"],
+     "where": {"optimizer": ["optimizer state", "old grad"], "average": "average copy",
+               "hook": ["hook", "kept tensor"],
+               "backward": ["old grad", "recorded before the cut", "hook", "kept tensor",
+                            "custom Function"],
                "forward": _FORWARD},
      "pattern": r"The (?:expanded )?size of (?:the )?tensor(?: a)? \((\d+)\) must match the"
                 r" (?:existing )?size(?: of tensor b)? \((\d+)\) at non-singleton dimension (\d+)",
      "groups": ["got", "expected", "dim"], "shapes": [], "ints": ["got", "expected", "dim"]},
-    {"kind": "view", "autograd": False, "cause": ["module", "input"],
+    {"kind": "view", "autograd": False, "cause": _FORWARD,
      "pattern": r"shape '\[([^\]]*)\]' is invalid for input of size (\d+)",
      "groups": ["shape", "size"], "shapes": ["shape"], "ints": ["size"]},
     {"kind": "checkpoint", "autograd": False, "cause": "checkpoint recompute",
@@ -169,6 +175,73 @@ MESSAGE_RULES += [
                 r" torch\.Size\(" + _SHAPE + r"\) from checkpoint, the shape in current"
                 r" model is torch\.Size\(" + _SHAPE + r"\)",
      "groups": ["tensor", "got", "expected"], "shapes": ["got", "expected"], "ints": []},
+    {"kind": "state dict keys", "autograd": False, "cause": "state dict",
+     "pattern": r"(Missing|Unexpected) key\(s\) in state_dict: ([^\n]*)",
+     "groups": ["keys", "names"], "shapes": [], "ints": []},
+    {"kind": "optimizer state", "autograd": False, "cause": ["optimizer state", "state dict"],
+     "pattern": r"loaded state dict contains a parameter group that doesn't match the size"
+                r" of optimizer's group",
+     "groups": [], "shapes": [], "ints": []},
+    {"kind": "bias", "autograd": False, "cause": ["module", "kept tensor"],
+     "pattern": r"Given weight of size " + _SHAPE + r", expected bias to be 1-dimensional"
+                r" with (\d+) elements, but got bias of size " + _SHAPE,
+     "groups": ["weight", "expected", "got"], "shapes": ["weight", "got"], "ints": ["expected"]},
+    {"kind": "cat", "autograd": False, "cause": _FORWARD,
+     "pattern": r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+)"
+                r" but got size (\d+) for tensor number (\d+) in the list",
+     "groups": ["dim", "expected", "got", "tensor"], "shapes": [],
+     "ints": ["dim", "expected", "got", "tensor"]},
+    {"kind": "stack", "autograd": False, "cause": ["kept tensor", "module", "input"],
+     "pattern": r"stack expects each tensor to be equal size, but got " + _SHAPE
+                + r" at entry (\d+) and " + _SHAPE + r" at entry (\d+)",
+     "groups": ["expected", "first", "got", "second"], "shapes": ["expected", "got"],
+     "ints": ["first", "second"]},
+    {"kind": "hidden state", "autograd": False, "cause": ["kept tensor", "module", "input"],
+     "pattern": r"Expected hidden(?:\[\d\])? size \(([^)]*)\), got \[([^\]]*)\]",
+     "groups": ["expected", "got"], "shapes": ["expected", "got"], "ints": []},
+    {"kind": "recurrent input", "autograd": False, "cause": _FORWARD,
+     "pattern": r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)",
+     "groups": ["expected", "got"], "shapes": [], "ints": ["expected", "got"]},
+    {"kind": "matmul", "autograd": False, "cause": _FORWARD,
+     "pattern": r"Expected size for first two dimensions of batch2 tensor to be: " + _SHAPE
+                + r" but got: " + _SHAPE,
+     "groups": ["expected", "got"], "shapes": ["expected", "got"], "ints": []},
+    {"kind": "attention", "autograd": False, "cause": _FORWARD,
+     "pattern": r"was expecting embedding dimension of (\d+), but got (\d+)",
+     "groups": ["expected", "got"], "shapes": [], "ints": ["expected", "got"]},
+    {"kind": "unflatten", "autograd": False, "cause": _FORWARD,
+     "pattern": r"unflatten: Provided sizes " + _SHAPE + r" don't multiply up to the size of"
+                r" dim (\d+) \((\d+)\)",
+     "groups": ["sizes", "dim", "size"], "shapes": ["sizes"], "ints": ["dim", "size"]},
+    {"kind": "mask", "autograd": False, "cause": ["index", "kept tensor", "input"],
+     "pattern": r"The shape of the mask " + _SHAPE + r" at index (\d+) does not match the"
+                r" shape of the indexed tensor " + _SHAPE + r" at index (\d+)",
+     "groups": ["got", "index", "expected", "at"], "shapes": ["got", "expected"],
+     "ints": ["index", "at"]},
+    {"kind": "index", "autograd": False, "cause": ["index", "mask", "kept tensor", "module"],
+     "pattern": r"shape mismatch: value tensor of shape " + _SHAPE + r" cannot be broadcast"
+                r" to indexing result of shape " + _SHAPE,
+     "groups": ["got", "expected"], "shapes": ["got", "expected"], "ints": []},
+    {"kind": "loss", "autograd": False, "cause": ["module", "input", "kept tensor"],
+     "pattern": r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)",
+     "groups": ["got", "expected"], "shapes": [], "ints": ["got", "expected"]},
+    {"kind": "loss", "autograd": False, "cause": ["module", "input"],
+     "pattern": r"Using a target size \(torch\.Size\(" + _SHAPE + r"\)\) that is different to"
+                r" the input size \(torch\.Size\(" + _SHAPE + r"\)\)",
+     "groups": ["expected", "got"], "shapes": ["expected", "got"], "ints": []},
+    {"kind": "loss", "autograd": False, "cause": ["module", "index", "input"],
+     "pattern": r"Target (-?\d+) is out of bounds",
+     "groups": ["index"], "shapes": [], "ints": ["index"]},
+    {"kind": "input dims", "autograd": False, "cause": ["input", "module", "kept tensor"],
+     "pattern": r"Expected (\d+)D \(unbatched\) or (\d+)D \(batched\) input to (\w+), but got"
+                r" input of size: " + _SHAPE,
+     "groups": ["unbatched", "batched", "operation", "input"], "shapes": ["input"],
+     "ints": ["unbatched", "batched"]},
+    {"kind": "dims", "autograd": False,
+     "cause": ["input", "module", "kept tensor", "batching rule"],
+     "pattern": r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\],"
+                r" but got (-?\d+)\)",
+     "groups": ["low", "high", "got"], "shapes": [], "ints": ["low", "high", "got"]},
 ]
 
 
@@ -179,7 +252,8 @@ MESSAGE_RULES += [
 # MmBackward before torch 1.10): the text cannot tell why it failed.
 _BUILT_IN = ["stale accumulator", "kept tensor", "batching rule"]
 NODE_RULES = [
-    {"pattern": r"^Index(Put)?Backward\d+$|^Masked\w*Backward\d+$", "cause": "mask"},
+    {"pattern": r"^Index(Put)?Backward\d+$|^Masked\w*Backward\d+$",
+     "cause": ["mask", "stale accumulator", "kept tensor"]},
     {"pattern": r"^Index(Put)?Backward$|^Masked\w*Backward$",  # torch < 1.10, or a Function's
      "cause": ["custom Function", "mask", "stale accumulator"]},
     {"pattern": r"DifferentiableGraphBackward", "cause": "torchscript"},
@@ -189,7 +263,8 @@ NODE_RULES = [
     {"pattern": r"^[A-Z]\w*Backward\d+$|^[A-Za-z]\w*backward\d+$", "cause": _BUILT_IN},
     {"pattern": r"^[A-Z]\w*Backward$",                # torch < 1.10, or a Function's
      "cause": ["stale accumulator", "custom Function", "kept tensor"]},
-    {"pattern": r"^[a-z_]\w*Backward$", "cause": "custom Function"},
+    {"pattern": r"^[a-z_]\w*Backward$",              # a Function's: its code, or its input's
+     "cause": ["custom Function", "stale accumulator", "kept tensor"]},
     {"pattern": r"^[a-z]\w*backward$",               # lowercased by hand
      "cause": ["stale accumulator", "custom Function", "kept tensor"]},
     {"pattern": r"::", "cause": ["custom C++", "stale accumulator"]},
@@ -360,13 +435,19 @@ CAUSES = {
         "autocast block). Prune between a backward and the next forward, outside autocast",
         "Not about shapes, or not from backward",
         "does anything cut a parameter after the forward and before backward()?"),
-    "state dict": ("a checkpoint whose tensors have other shapes than the model's (the "
-                   "message gives the checkpoint's shape first, then the model's): a "
-                   "pruned checkpoint and a model of the old widths, or the other way. "
+    "state dict": ("a checkpoint that does not fit the model: tensors of other shapes (the "
+                   "message gives the checkpoint's shape first, then the model's), or of "
+                   "other names (torch.nn.utils.prune's weight_orig and weight_mask, a "
+                   "'module.' prefix). A pruned checkpoint and a model of the old widths, "
+                   "or the other way; a checkpoint saved with prune's reparametrization "
+                   "(call prune.remove before saving). "
                    "Build the model at the checkpoint's widths before loading (save the "
                    "widths beside the state dict), or load first and prune after",
                    "Saving and loading a pruned model", ""),
     "cannot tell": ("the text alone cannot tell", None, ""),
+    "other": ("none of these: a cause these rules do not name. Find the operation or node "
+              "the message names, the two shapes (or sizes) it compares, and the tensor "
+              "that holds each", None, ""),
     "unknown": ("not a message these rules read. The general method: find the operation "
                 "or node the message names, the two shapes (or sizes) it compares, and "
                 "the tensor that holds each; or let the doctor read your objects: "
@@ -421,7 +502,7 @@ class Reading(NamedTuple):
         if self.cause != "cannot tell":
             return CAUSES[self.cause][0]
         return "the text alone cannot tell: " + "; or ".join(
-            f"({n}) {CAUSES[c][0]} [{CAUSES[c][2]}]"
+            f"({n}) {CAUSES[c][0]}" + (f" [{CAUSES[c][2]}]" if CAUSES[c][2] else "")
             for n, c in enumerate(self.candidates, 1))
 
     @property
@@ -495,11 +576,11 @@ def read_message(text):
                              and re.search(h["pattern"], text, re.IGNORECASE | re.ASCII)),
                             decision)
             ask = "where" in rule and where is None
-            decision = rule.get("where", {}).get(where, decision)
+            decision = rule.get("where", {}).get(where or "none", decision)
             if isinstance(decision, str):
                 return Reading(rule["kind"], rule["autograd"], fields, decision, where)
             return Reading(rule["kind"], rule["autograd"], fields, "cannot tell", where,
-                           tuple(decision), ask)
+                           (*decision, "other"), ask)     # never the whole story
     except Exception as error:                 # a bug here must not hide the text
         return Reading("unknown", False, {"reader error": repr(error)}, "unknown")
     return Reading("unknown", False, {}, "unknown")
@@ -816,7 +897,7 @@ def _edge_diagnosis(parsed, reading, node, target, names, outputs, nodes, model)
     """The Diagnosis of one candidate: `node` named in the message, and
     `target`, the node at the end of its edge `index`."""
     custom = isinstance(node, torch.autograd.function.BackwardCFunction)
-    masked = reading.cause == "mask"
+    masked = "mask" in (reading.cause, *reading.candidates)
     if hasattr(target, "variable"):   # AccumulateGrad: a leaf
         leaf = target.variable
         name = names.get(id(leaf), f"an unnamed leaf of shape {list(leaf.shape)}")

@@ -40,7 +40,8 @@ def test_the_corpus_covers_every_rule_and_every_cause():
     assert {rule["kind"] for rule in ch.MESSAGE_RULES} | {"unknown"} <= kinds
     labels = {m["label"] for m in MESSAGES}
     assert set(ch.CAUSES) - labels <= {"custom C++", "kept tensor", "batching rule",
-                                       "sharded placeholder"}   # no report settled one
+                                       "sharded placeholder",   # no report settled one
+                                       "other"}                 # the label "unknown"
     assert labels <= set(ch.CAUSES)
 
 
@@ -58,7 +59,12 @@ def test_no_reading_of_the_corpus_is_misleading():
                 for m in MESSAGES}
     assert [s for s, v in verdicts.items() if v == "misleading"] == []
     right = sum(v == "right" for v in verdicts.values())
-    assert right >= len(MESSAGES) // 2, right
+    assert right >= len(MESSAGES) // 3, right
+    # where the text cannot decide, the cause the thread established leads the list
+    readings = [ch.read_message(m["text"]) for m in MESSAGES]
+    leads = sum(r.cause == m["label"] or (r.cause == "cannot tell" and m["label"] in (
+        "cannot tell", r.candidates[0])) for r, m in zip(readings, MESSAGES))
+    assert leads >= 3 * len(MESSAGES) // 4, leads
 
 
 def test_the_score_table_is_the_book_s():
@@ -73,6 +79,9 @@ def test_score_says_misleading_for_a_wrong_cause_or_missing_candidate():
     assert triage.score(reading, "custom Function") == "misleading"
     assert triage.score({"cause": "hook", "candidates": []}, "module") == "misleading"
     assert triage.score({"cause": "unknown", "candidates": []}, "module") == "silent"
+    other = {"cause": "cannot tell", "candidates": ["module", "other"]}
+    assert triage.score(other, "unknown") == "cannot tell"      # "none of these" was said
+    assert triage.score(other, "kept tensor") == "misleading"   # a cause the book names
 
 
 BUILT_IN = ["TBackward", "MmBackward", "AddmmBackward", "CatBackward", "TBackward0",
@@ -171,6 +180,8 @@ def test_read_message_never_raises_on_any_text(text):
     assert reading.kind in {r["kind"] for r in ch.MESSAGE_RULES} | {"unknown"}
     assert "reader error" not in reading.fields, reading.fields
     assert reading.cause in ch.CAUSES and str(reading)
+    # a list of candidates is never the whole story: it ends with "none of these"
+    assert (reading.cause == "cannot tell") == (reading.candidates[-1:] == ("other",))
 
 
 @settings(max_examples=50, deadline=None, derandomize=True)
@@ -281,7 +292,7 @@ def test_the_page_reads_the_chapters_rules_and_the_pins_derivatives():
 
 def test_each_cause_links_an_existing_heading_of_chapter_6():
     for key, cause in triage.triage_rules()["causes"].items():
-        assert (cause["href"] is None) == (key in ("unknown", "cannot tell"))
+        assert (cause["href"] is None) == (key in ("unknown", "cannot tell", "other"))
 
 
 def test_a_missing_heading_is_refused():

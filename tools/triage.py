@@ -139,7 +139,8 @@ VERDICTS = ("right", "cannot tell", "misleading", "silent")
 def score(reading, label):
     """How a reading (a dict or a Reading: cause, candidates) fares against a
     label of the corpus (a cause, "cannot tell" or "unknown"): "right", "cannot
-    tell" (it said so, and the label is among its candidates), "misleading" (a
+    tell" (it said so, and the label is among its candidates, where "other", a
+    cause the rules do not name, stands for the label "unknown"), "misleading" (a
     cause that is not the label, or candidates that leave the label out) or
     "silent" (it read nothing in a message that has a cause)."""
     get = reading.get if isinstance(reading, dict) else lambda k: getattr(reading, k)
@@ -147,6 +148,8 @@ def score(reading, label):
     if cause == "cannot tell":
         if label == "cannot tell":
             return "right"
+        if label == "unknown" and "other" in candidates:   # "none of these" was said
+            return "cannot tell"
         return "cannot tell" if label in candidates else "misleading"
     if cause == "unknown":
         return "right" if label == "unknown" else "silent"

@@ -75,11 +75,13 @@
           }
         }
         var ask = "where" in rule && at === null;
-        if (rule.where && at !== null && Object.prototype.hasOwnProperty.call(rule.where, at))
-          decision = rule.where[at];
+        var key = at === null ? "none" : at;      // "none": no frame was pasted
+        if (rule.where && Object.prototype.hasOwnProperty.call(rule.where, key))
+          decision = rule.where[key];
         if (typeof decision === "string")
           return reading(rule.kind, rule.autograd, fields, decision, at);
-        return reading(rule.kind, rule.autograd, fields, "cannot tell", at, decision.slice(), ask);
+        return reading(rule.kind, rule.autograd, fields, "cannot tell", at,     // never the whole story
+                       decision.concat(["other"]), ask);
       }
     } catch (error) {
       return reading("unknown", false, {"reader error": String(error)}, "unknown");

@@ -21,6 +21,7 @@ from two sources, so that it never disagrees with the book:
   page of backward nodes (book/backward_nodes.md), each name an index entry.
 """
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -177,17 +178,46 @@ def table_lines(table):
     return lines
 
 
-def held_out_lines(path, held_out, read, first):
+def error_message(text):
+    """The error's own message: from the last line that starts an exception
+    (`SomethingError: ...`) to the end, its spaces joined."""
+    lines = text.strip().splitlines()
+    starts = [i for i, line in enumerate(lines)
+              if re.match(r"\s*[\w.]*(Error|Exception)\b[^:]*:", line)]
+    return " ".join(" ".join(lines[starts[-1] if starts else -1:]).split())
+
+
+def report(source):
+    """A public report's address, without what a set added after it."""
+    return re.split(r" \(| ;", source)[0]
+
+
+def repeats(n, corpus=None):
+    """The ids of held-out round n's cases (n from 0) whose public report, or
+    whose very message, the corpus or an earlier round already has: in sample
+    for the text reader, whoever wrote them."""
+    before = json.loads(CORPUS.read_text()) if corpus is None else corpus
+    before = before + [m for p in HELD_OUTS[:n] for m in json.loads(p.read_text())]
+    messages = {error_message(m["text"]) for m in before if m["text"].strip()}
+    reports = {report(m["source"]) for m in before if m["source"].startswith("https://")}
+    return [m["id"] for m in json.loads(HELD_OUTS[n].read_text())
+            if report(m["source"]) in reports or error_message(m["text"]) in messages]
+
+
+def held_out_lines(path, held_out, read, first, repeated=()):
     """The page's paragraph and table for one held-out set: its first score,
     with the rules of the commit that made it, then today's."""
     real = sum(e["source"].startswith("https://") for e in held_out)
     return [
-        f"**Held out, {first['round']}.** {len(held_out)} messages the rules were not written "
-        f"from: {real} from public reports (each reproduced live where it could be), "
-        f"{len(held_out) - real} made live on torch, written and labelled by someone who "
-        f"had not read the rules ({path.name}). Their first score, with the rules of commit "
+        f"**Held out, {first['round']}.** {len(held_out)} messages written by someone who had "
+        f"not read the rules: {real} from public reports (each reproduced live where it "
+        f"could be), {len(held_out) - real} made live on torch ({path.name}); each labelled "
+        f"with the book's causes before the rules read it. Their first score, with the rules of commit "
         f"{first['rules_of']}: " + ", ".join(f"{first[v]} {v}" for v in VERDICTS)
         + f" of {len(held_out)}. " + (
+            f"{len(repeated)} of them repeat a report or a message of the corpus or of an "
+            f"earlier round, so were not out of sample for the text: "
+            + ", ".join(f"`{i}`" for i in repeated) + ". " if repeated else "") + (
             "The rules were then corrected for the classes of error that score showed, so "
             "the table below, with today's rules, is no longer out of sample."
             if first["corrected"] else "No rule has been changed for them since: the table "
@@ -209,7 +239,7 @@ def score_page(notebook=None, corpus=None, held_out=None):
     for n, path in enumerate(HELD_OUTS, 1):
         first = dict(firsts[str(path.relative_to(ROOT))], round=f"round {n}")
         sets = json.loads(path.read_text()) if held_out is None or n > 1 else held_out
-        rounds += held_out_lines(path, sets, read, first)
+        rounds += held_out_lines(path, sets, read, first, repeats(n - 1, corpus))
     return "\n".join([
         "<!-- Written by `python -m tools.triage` (make generate) from "
         "tests/data/triage_corpus.json and the held-out sets of tests/data; not edited "

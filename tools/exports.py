@@ -8,7 +8,7 @@ import types
 
 import nbformat
 
-from tools.book import BOOK
+from tools.book import BOOK, ROOT
 
 
 def export_cells(notebook_name, text=None):
@@ -64,5 +64,4 @@ def doctor_module(text=None):
 
 def generated():
     """{path: text} of the files written from the chapters' export cells."""
-    from tools.book import ROOT
     return {ROOT / "pruning_doctor.py": doctor_module()}

@@ -30,8 +30,9 @@ from tools.book import BOOK, GENERATED, ROOT, render, toc_notebooks
 
 # Modules with a `generated()` that returns {path: text}: tables and the
 # run sheets under book/_generated, and the triage page's rules (book/_static/triage_rules.js).
-GENERATORS = ["tools.plan", "tools.runsheet", "tools.citation", "tools.triage", "tools.findings", "tools.exports",
-              "tools.wheel_facts", "tools.versions", "tools.claims"]
+GENERATORS = ["tools.plan", "tools.runsheet", "tools.citation", "tools.triage",
+              "tools.findings", "tools.exports", "tools.wheel_facts", "tools.versions",
+              "tools.claims"]
 
 
 def read_chapters():

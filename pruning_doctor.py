@@ -182,6 +182,12 @@ MESSAGE_RULES += [
      "pattern": r"loaded state dict contains a parameter group that doesn't match the size"
                 r" of optimizer's group",
      "groups": [], "shapes": [], "ints": []},
+]
+
+
+# --- 06_any_layer_any_node.ipynb, cell 9 ---
+# @title MESSAGE_RULES, more: layers' own checks, recurrent layers, indexing, losses
+MESSAGE_RULES += [
     {"kind": "bias", "autograd": False, "cause": ["module", "kept tensor"],
      "pattern": r"Given weight of size " + _SHAPE + r", expected bias to be 1-dimensional"
                 r" with (\d+) elements, but got bias of size " + _SHAPE,
@@ -242,10 +248,20 @@ MESSAGE_RULES += [
      "pattern": r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\],"
                 r" but got (-?\d+)\)",
      "groups": ["low", "high", "got"], "shapes": [], "ints": ["low", "high", "got"]},
+    {"kind": "index", "autograd": False, "cause": ["index", "input", "module"],
+     "pattern": r"Expected idx >= 0 && idx < num_embeddings but found idx to be (-?\d+)",
+     "groups": ["index"], "shapes": [], "ints": ["index"]},
+    {"kind": "group norm", "autograd": False, "cause": ["module", "input"],
+     "pattern": r"Expected number of channels in input to be divisible by num_groups, but got"
+                r" input of shape " + _SHAPE + r" and num_groups=(\d+)",
+     "groups": ["input", "groups"], "shapes": ["input"], "ints": ["groups"]},
+    {"kind": "second backward", "autograd": False, "cause": ["kept tensor"],
+     "pattern": r"Trying to backward through the graph a second time",
+     "groups": [], "shapes": [], "ints": []},
 ]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 9 ---
+# --- 06_any_layer_any_node.ipynb, cell 10 ---
 # @title NODE_RULES, HINT_RULES, WHERE_RULES: what a node's name, the rest of the text and the traceback tell
 # What a shape message's node says (first match wins). "built-in" is any node
 # of torch's own (derivatives.yaml, in any era's spelling: TBackward0, and
@@ -307,7 +323,7 @@ WHERE = {"optimizer": "optimizer.step() (the optimizer's state)",
          "load": "load_state_dict (loading a checkpoint)"}
 
 
-# --- 06_any_layer_any_node.ipynb, cell 10 ---
+# --- 06_any_layer_any_node.ipynb, cell 11 ---
 # @title CAUSES: what each cause is, where the chapter shows it, and the question that tells it apart
 # Each cause: what it is (with its fix), the chapter section that shows it,
 # and the one question or check that tells it from the others.
@@ -369,7 +385,8 @@ CAUSES = {
     "hook": ("a hook (a tensor's register_hook, or a module's backward hook) returned a "
              "gradient of another size, dtype or device than the one it was given, or "
              "another number of them: return the same shapes, or None",
-             "Not about shapes, or not from backward", ""),
+             "Not about shapes, or not from backward",
+             "does the traceback go through a hook (register_hook, a lambda, a module hook)?"),
     "in-place": ("a tensor saved for backward (here the one named) was changed in "
                  "place after the forward", "Ties, caches and masks", ""),
     "module": ("a module's tensors no longer agree with each other or with its settings "
@@ -456,7 +473,7 @@ CAUSES = {
 }
 
 
-# --- 06_any_layer_any_node.ipynb, cell 11 ---
+# --- 06_any_layer_any_node.ipynb, cell 12 ---
 # @title read_message: reads a pasted error by the tables above
 import math
 import re
@@ -534,7 +551,7 @@ class Reading(NamedTuple):
                          f" into a model of {'larger' if smaller else 'smaller (pruned?)'} widths")
         lines.append(f"  likely: {self.likely}")
         if self.ask:
-            lines.append("  paste the whole traceback: where it was raised decides")
+            lines.append("  paste the whole traceback: where it was raised narrows the list")
         if self.cause == "cannot tell":
             lines.append("  or let the doctor look: %load_ext pruning_doctor in your notebook")
         return "\n".join(lines)
@@ -586,7 +603,7 @@ def read_message(text):
     return Reading("unknown", False, {}, "unknown")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 12 ---
+# --- 06_any_layer_any_node.ipynb, cell 13 ---
 import gc
 import sys
 
@@ -615,7 +632,7 @@ def parse_invalid_gradient(error):
     return InvalidGradient(f["node"], f["index"], f["got"], f["expected"])
 
 
-# --- 06_any_layer_any_node.ipynb, cell 17 ---
+# --- 06_any_layer_any_node.ipynb, cell 18 ---
 class Diagnosis(NamedTuple):
     """What an error is about, what was seen, and what to do."""
     error: object        # InvalidGradient, or the Reading of another message
@@ -642,7 +659,7 @@ class Diagnosis(NamedTuple):
         return f"{head}{seen}\n  cause: {self.cause}: {self.fix}"
 
 
-# --- 06_any_layer_any_node.ipynb, cell 18 ---
+# --- 06_any_layer_any_node.ipynb, cell 19 ---
 # @title FIXES: the general advice for each cause
 FIXES = {
     "stale accumulator": (
@@ -697,7 +714,7 @@ FIXES = {
 }
 
 
-# --- 06_any_layer_any_node.ipynb, cell 20 ---
+# --- 06_any_layer_any_node.ipynb, cell 21 ---
 # @title The evidence: graph walks, recorded shapes, ties, old graphs, masks
 import gc
 import sys
@@ -842,7 +859,7 @@ def _mask_evidence(node):
     return lines or ["the node saved no index or mask this torch shows"]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 21 ---
+# --- 06_any_layer_any_node.ipynb, cell 22 ---
 # @title Made before the cut, or after? What a graph recorded of a parameter
 import torch
 
@@ -875,7 +892,7 @@ def _made_before_cut(root, target, old, new, limit=10_000):
     return None if had_old == had_new else had_old
 
 
-# --- 06_any_layer_any_node.ipynb, cell 22 ---
+# --- 06_any_layer_any_node.ipynb, cell 23 ---
 # @title What one candidate edge (or a message of another kind) means
 import torch
 
@@ -926,7 +943,7 @@ _RANKED = ["stale accumulator", "mask changed", "custom autograd.Function",
            "reused non-leaf", "unknown"]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 23 ---
+# --- 06_any_layer_any_node.ipynb, cell 24 ---
 # @title The guard: diagnose_invalid_gradient never raises
 import functools
 
@@ -969,7 +986,7 @@ def _never_raises(diagnose):
     return guarded
 
 
-# --- 06_any_layer_any_node.ipynb, cell 25 ---
+# --- 06_any_layer_any_node.ipynb, cell 26 ---
 @_never_raises
 def diagnose_invalid_gradient(error, outputs, model=None):
     """Say which tensor an error is about, why, and what to do, from evidence.
@@ -1007,7 +1024,7 @@ def diagnose_invalid_gradient(error, outputs, model=None):
     return min(candidates, key=lambda d: _RANKED.index(d.cause))
 
 
-# --- 06_any_layer_any_node.ipynb, cell 48 ---
+# --- 06_any_layer_any_node.ipynb, cell 49 ---
 import gc
 import sys
 import types
@@ -1033,7 +1050,7 @@ def _reaches(root, target, limit=100_000):
     return False
 
 
-# --- 06_any_layer_any_node.ipynb, cell 50 ---
+# --- 06_any_layer_any_node.ipynb, cell 51 ---
 # @title _describe: how a referrer holds a tensor, in one line
 def _describe(holder, held, namespace):
     """One line saying how `holder` (a gc referrer) holds `held`."""
@@ -1065,7 +1082,7 @@ def _describe(holder, held, namespace):
     return f"a {type(holder).__name__}"
 
 
-# --- 06_any_layer_any_node.ipynb, cell 51 ---
+# --- 06_any_layer_any_node.ipynb, cell 52 ---
 def graph_holders(param, namespace=None):
     """Who keeps alive a graph that holds `param`'s gradient accumulator.
 
@@ -1097,7 +1114,7 @@ def graph_holders(param, namespace=None):
     return lines
 
 
-# --- 06_any_layer_any_node.ipynb, cell 61 ---
+# --- 06_any_layer_any_node.ipynb, cell 62 ---
 # @title chapter 4's checks and slicing, which prune_channels shares (copied from chapter 4)
 # Copied from chapter 4 (04_every_way_out.ipynb), where it is explained.
 # Written by `make generate`: edit the original, not this copy.
@@ -1133,7 +1150,7 @@ def _sliced_state(state, old, dim, keep):
     return new_state
 
 
-# --- 06_any_layer_any_node.ipynb, cell 62 ---
+# --- 06_any_layer_any_node.ipynb, cell 63 ---
 # @title The argument checks: keep as sorted indices, optimizer as a list (copied from chapter 4)
 # Copied from chapter 4 (04_every_way_out.ipynb), where it is explained.
 # Written by `make generate`: edit the original, not this copy.
@@ -1191,7 +1208,7 @@ def _as_optimizers(optimizer):
     return optimizers
 
 
-# --- 06_any_layer_any_node.ipynb, cell 63 ---
+# --- 06_any_layer_any_node.ipynb, cell 64 ---
 # @title What sits around the pair: per-feature layers, tied parameters, optimizers not passed (copied from chapter 4)
 # Copied from chapter 4 (04_every_way_out.ipynb), where it is explained.
 # Written by `make generate`: edit the original, not this copy.
@@ -1266,7 +1283,7 @@ def _check_surroundings(first, second, old_params, optimizers, model):
             "optimizer (a list)")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 64 ---
+# --- 06_any_layer_any_node.ipynb, cell 65 ---
 import torch
 from torch import nn
 
@@ -1304,7 +1321,7 @@ def _channel_tensors(module, role):
         "prune it by hand and retrain")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 66 ---
+# --- 06_any_layer_any_node.ipynb, cell 67 ---
 # @title prune_channels' checks: the layers between, widths, masks, ties
 def _between_in_sequential(model, producer, consumer):
     """The modules between producer and consumer in a Sequential of `model`."""
@@ -1363,7 +1380,7 @@ def _channel_cuts(model, producer, consumer, keep, optimizer, between):
     return cuts, keep, optimizers
 
 
-# --- 06_any_layer_any_node.ipynb, cell 68 ---
+# --- 06_any_layer_any_node.ipynb, cell 69 ---
 def prune_channels(model, producer, consumer, keep, optimizer=None, between=None):
     """Keep the channels (or hidden neurons) `keep` between `producer` and
     `consumer`, and in every layer between them, in place and atomically.
@@ -1403,7 +1420,7 @@ def prune_channels(model, producer, consumer, keep, optimizer=None, between=None
     return len(keep)
 
 
-# --- 06_any_layer_any_node.ipynb, cell 91 ---
+# --- 06_any_layer_any_node.ipynb, cell 92 ---
 # @title MODULE_SHAPES: which settings each tensor's dimensions follow, for each module class
 import math
 
@@ -1536,7 +1553,7 @@ MODULE_SHAPES = {
 }
 
 
-# --- 06_any_layer_any_node.ipynb, cell 92 ---
+# --- 06_any_layer_any_node.ipynb, cell 93 ---
 # @title Reading each tensor's shape without running a parametrization or a hook
 import torch
 from torch import nn
@@ -1645,7 +1662,7 @@ def _views(module, attr, dims, unread):
     return [(prefix + leaf, _shape(_stored(owner, leaf)), dims)]
 
 
-# --- 06_any_layer_any_node.ipynb, cell 93 ---
+# --- 06_any_layer_any_node.ipynb, cell 94 ---
 # @title ShapeProblem, and a module's tensors checked against each other and its settings
 from collections import Counter
 from typing import NamedTuple
@@ -1752,7 +1769,7 @@ def _check_rule(label, settings, tensors, cut):
     return problems
 
 
-# --- 06_any_layer_any_node.ipynb, cell 94 ---
+# --- 06_any_layer_any_node.ipynb, cell 95 ---
 # @title Links between modules: each module's output width against the next one's input
 import operator
 
@@ -1822,7 +1839,7 @@ def _link_problem(label, producer, consumer, through):
         f"side only. Cut both sides of the link (or neither).", "link")
 
 
-# --- 06_any_layer_any_node.ipynb, cell 95 ---
+# --- 06_any_layer_any_node.ipynb, cell 96 ---
 # @title Following the data: along a Sequential, along a traced forward
 import torch
 from torch import nn
@@ -1960,7 +1977,7 @@ def link_problems(model, name=""):
     return problems
 
 
-# --- 06_any_layer_any_node.ipynb, cell 96 ---
+# --- 06_any_layer_any_node.ipynb, cell 97 ---
 # @title check_module_shapes: every module's tensors against each other and its settings
 from torch import nn
 
@@ -2092,7 +2109,7 @@ def assert_module_shapes(model):
                          + "\n".join(f"- {p}" for p in problems))
 
 
-# --- 06_any_layer_any_node.ipynb, cell 127 ---
+# --- 06_any_layer_any_node.ipynb, cell 131 ---
 # @title What the doctor reads in the frames: the tensors backward() ran on, records, functional_call's tensors, a view's settings
 import math
 import os
@@ -2103,6 +2120,17 @@ import torch
 from torch import nn
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _raised_at(error, frame):
+    """The line `frame` was running when the error left it: the traceback's
+    (the frame's own f_lineno may have moved on, through a finally block)."""
+    tb, line = getattr(error, "__traceback__", None), frame.f_lineno
+    while tb is not None:
+        if tb.tb_frame is frame:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def _frames(error):
@@ -2196,7 +2224,7 @@ def _view_settings(error, shape, size):
     return lines
 
 
-# --- 06_any_layer_any_node.ipynb, cell 128 ---
+# --- 06_any_layer_any_node.ipynb, cell 132 ---
 # @title More that the doctor reads: the traceback's text, the module that raised, hooks, average copies
 import traceback
 
@@ -2209,23 +2237,27 @@ def _error_text(error):
 
 
 def _failing_module(error):
-    """The module whose code raised: the innermost returned frame whose `self`
-    is a module (None if there is none)."""
-    return next((f.f_locals.get("self") for f, _ in reversed(_frames(error))
-                 if isinstance(f.f_locals.get("self"), nn.Module)), None)
+    """The module whose code raised, and the function: the innermost returned
+    frame whose `self` is a module ("forward" in torch's frames that call it;
+    (None, "") if there is none)."""
+    return next(((f.f_locals.get("self"), "forward" if own else f.f_code.co_name)
+                 for f, own in reversed(_frames(error))
+                 if isinstance(f.f_locals.get("self"), nn.Module)), (None, ""))
 
 
-def _sized_tensors(module, label, sizes):
+def _sized_tensors(module, label, sizes, function="forward"):
     """Lines naming the tensors of `module` with a dimension of one of `sizes`
-    (the two sizes a failed operation combined)."""
+    (the two sizes a failed operation combined): a lead, not a verdict (the
+    operation may have paired two tensors that were never meant to meet)."""
     held = [(n, t) for n, t in [*module.named_parameters(), *module.named_buffers()]
             if isinstance(t, torch.Tensor) and any(s in t.shape for s in sizes)]
     if not held:
         return []
-    return [f"in {label} ({type(module).__name__}), whose forward raised, the tensors of "
+    return [f"in {label} ({type(module).__name__}), whose {function} raised, the tensors of "
             f"size {' or '.join(map(str, sizes))}: " + "; ".join(
                 f"{n} is {list(t.shape)}" for n, t in held[:8])
-            + ": the operation combined the two, so one of them was not cut or resized"]
+            + ": if the operation combined two of these, one was cut or resized without "
+              "the other, or they were never meant to meet"]
 
 
 def _captured(function):
@@ -2266,26 +2298,130 @@ def _hook_findings(names_of):
 
 
 def _average_findings(roots):
-    """Lines naming each tensor of an average copy (AveragedModel) whose shape
-    is not that of the model it follows (same names, another shape)."""
+    """Lines on each average copy (a module whose `.module` has the modules of
+    another of your models: AveragedModel, an EMA): a tensor of another shape
+    (same name), or other names or another order (which torch.nn.utils.prune
+    makes: weight_orig after bias), so that pairing by position pairs others."""
     lines = []
     for label, average in roots:
         inner = getattr(average, "module", None)
-        if not isinstance(average, torch.optim.swa_utils.AveragedModel) or inner is None:
+        if not isinstance(inner, nn.Module) or inner is average:
             continue
-        mine = dict(inner.named_parameters())
+        layout = [n for n, _ in inner.named_modules()]
         for other_label, other in roots:
-            if other is average:
+            if other is average or [n for n, _ in other.named_modules()] != layout:
                 continue
-            for name, param in other.named_parameters():
-                if name in mine and mine[name].shape != param.shape:
-                    lines.append(f"{label}.module.{name} is {list(mine[name].shape)}; "
-                                 f"{other_label}.{name} is {list(param.shape)}: the "
-                                 "average copy was made before the cut")
+            mine, theirs = dict(inner.named_parameters()), dict(other.named_parameters())
+            lines += [f"{label}.module.{name} is {list(mine[name].shape)}; {other_label}."
+                      f"{name} is {list(param.shape)}: the average copy was made before the cut"
+                      for name, param in theirs.items()
+                      if name in mine and mine[name].shape != param.shape]
+            if list(mine) != list(theirs):
+                only = lambda a, b: ", ".join([n for n in a if n not in b][:4]) or "none"
+                lines.append(f"{label}.module and {other_label} list other parameters, or in "
+                             f"another order ({other_label} has {only(theirs, mine)} where the "
+                             f"copy has {only(mine, theirs)}): an update that pairs them by "
+                             "position pairs tensors that do not belong together")
     return lines
 
 
-# --- 06_any_layer_any_node.ipynb, cell 129 ---
+# --- 06_any_layer_any_node.ipynb, cell 133 ---
+# @title And more: graphs freed by an earlier backward, prune's computed weights, frozen and mixed tensors
+import torch
+from torch import nn
+
+
+def _nodes(outputs, limit=20_000):
+    """The autograd nodes behind `outputs`, each once (at most `limit`)."""
+    seen, found = set(), []
+    stack = [t.grad_fn for t in outputs if isinstance(t, torch.Tensor)]
+    while stack and len(found) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        stack.extend(child for child, _ in node.next_functions)
+    return found
+
+
+def _saved(node):
+    """What `node` saved for backward: "freed" (by an earlier backward: reading
+    it raises, and only asked after such an error), "kept", or "" (nothing)."""
+    state = ""
+    for attribute in dir(node):
+        if not attribute.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, attribute)
+        except RuntimeError as error:
+            if "freed" in str(error):
+                return "freed"
+            continue
+        except Exception:                          # noqa: BLE001 (not a tensor)
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        state = "kept" if any(isinstance(v, torch.Tensor) for v in values) else state
+    return state
+
+
+def _held_graphs(outputs, roots):
+    """Lines on a second backward through freed nodes: each tensor with a graph
+    that a module keeps as an attribute (it outlives the step: a weight computed
+    once), whose graph holds a freed node; else what the freed nodes say."""
+    states = {}
+    saved = lambda node: states.setdefault(id(node), _saved(node))
+    freed = [node for node in _nodes(outputs) if saved(node) == "freed"]
+    if not freed:
+        return []
+    kept = [(".".join(filter(None, [root_name, path, key])), value)
+            for root_name, root in roots for path, module in root.named_modules()
+            for key, value in vars(module).items()
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None]
+    lines = [f"{label} is a tensor with a graph ({type(tensor.grad_fn).__name__}) that its "
+             "module keeps from step to step, and an earlier backward freed that graph"
+             for label, tensor in kept
+             if any(saved(node) == "freed" for node in _nodes([tensor], limit=2_000))]
+    return lines or [f"this backward reached {len(freed)} node(s) whose saved tensors were "
+                     f"freed ({type(freed[0]).__name__}): a tensor made in an earlier step and "
+                     "used again (a hidden state not detached between batches), or a second "
+                     "backward() through one graph"]
+
+
+def _reparametrized(roots):
+    """Lines naming each tensor that torch.nn.utils.prune computes at each
+    forward (a tensor with a graph, not a Parameter)."""
+    return [f"{'.'.join(filter(None, [root_name, path]))}.{hook._tensor_name} is computed by "
+            f"torch.nn.utils.prune from {hook._tensor_name}_orig and {hook._tensor_name}_mask "
+            f"(a tensor with a graph, not a Parameter; the Parameter is "
+            f"{hook._tensor_name}_orig)"
+            for root_name, root in roots for path, module in root.named_modules()
+            for hook in module._forward_pre_hooks.values()
+            if isinstance(hook, torch.nn.utils.prune.BasePruningMethod)]
+
+
+def _frozen(roots):
+    """Lines naming the parameters that do not require grad, per model."""
+    lines = []
+    for root_name, root in roots:
+        frozen = [n for n, p in root.named_parameters() if not p.requires_grad]
+        if frozen:
+            lines.append(f"{len(frozen)} parameter(s) of {root_name} do not require grad: "
+                         + ", ".join(frozen[:6]) + (", ..." if len(frozen) > 6 else ""))
+    return lines
+
+
+def _mixed(module, label):
+    """A line if the floating tensors of `module` differ in dtype or device."""
+    held = [(n, t) for n, t in [*module.named_parameters(), *module.named_buffers()]
+            if t.is_floating_point()]
+    if len({(t.dtype, t.device) for _, t in held}) < 2:
+        return []
+    return [f"{label} ({type(module).__name__}) mixes dtypes or devices: " + "; ".join(
+        f"{n} is {str(t.dtype).removeprefix('torch.')} on {t.device}" for n, t in held[:8])]
+
+
+# --- 06_any_layer_any_node.ipynb, cell 134 ---
 # @title The checkup: what the doctor gathers from your frames and namespace
 import os
 import sys
@@ -2306,13 +2442,25 @@ READ = {"stale accumulator": "chapter 3, What holds the old shape; chapter 4, Ev
         "reused non-leaf": "chapter 6, Ties, caches and masks",
         "mask changed": "chapter 6, Ties, caches and masks",
         "forward error": "chapter 6, Not about shapes, or not from backward",
-        "optimizer state": "chapter 4, Every way out: The optimizer trap"}
+        "optimizer state": "chapter 4, Every way out: The optimizer trap",
+        "prune reparametrization": "chapter 6, Saving and loading a pruned model"}
+# the doctor's own texts: when prune computes the weight, and when nothing decides
+DOCTOR_FIXES = {
+    "prune reparametrization": (
+        "under torch.nn.utils.prune a module's weight is computed at each forward "
+        "(weight_orig * weight_mask), a tensor with a graph and not a Parameter: give "
+        "weight_orig to an optimizer (or model.parameters()), and call prune.remove("
+        "module, 'weight') before copying, saving or reading the weight outside a forward"),
+    "unknown": (
+        "no cause this book names fits what was seen. The general method: find the "
+        "operation the message names, the tensors it was given (shapes, dtypes, devices) "
+        "and where each was made; the lines above say what was checked")}
 
 
 class Checkup(NamedTuple):
     """What the doctor read and concluded: text only, no object of yours kept."""
     message: str         # the error's first line
-    raised_in: str       # the innermost frame of torch's the traceback passes through
+    raised_in: str       # the innermost frame of the traceback, and your module there
     cause: str           # a key of FIXES ("unknown" when the evidence does not decide)
     findings: tuple      # what it saw, each naming where (variable, parameter, node)
     fix: str
@@ -2353,10 +2501,20 @@ def _items(value, name):
         yield from ((f"{name}[{k!r}]", v) for k, v in list(value.items())[:1000])
 
 
+def _unreadable(module):
+    """Why the module cannot be read ("" if it can): a copy that failed
+    halfway has no _modules, a class of yours may raise."""
+    try:
+        return "" if all(isinstance(m, nn.Module) for m in module.modules()) else "not modules"
+    except Exception as error:                   # noqa: BLE001
+        return f"{type(error).__name__}: {error}"
+
+
 def _gather(scopes):
     """(tensors with a graph, root modules, optimizers) as [(name, object)],
-    each object once, by the first name it has."""
-    seen, tensors, modules, optimizers = set(), [], [], []
+    each object once, by the first name it has; and lines on the modules that
+    could not be read."""
+    seen, tensors, modules, optimizers, unreadable = set(), [], [], [], []
     named = [(where, name, value) for where, names in scopes for name, value in names.items()
              if not name.startswith("_") and not isinstance(value, types.ModuleType)]
     for depth in (0, 1):                 # names first, then the items of lists and dicts
@@ -2366,6 +2524,9 @@ def _gather(scopes):
                     continue
                 if isinstance(obj, torch.Tensor) and obj.grad_fn is not None:
                     tensors.append((f"{label} ({where})", obj))
+                elif isinstance(obj, nn.Module) and _unreadable(obj):
+                    unreadable.append(f"{label}: a module that could not be read "
+                                      f"({_unreadable(obj)})")
                 elif isinstance(obj, nn.Module):
                     if label in {n for n, _ in modules}:      # another object of that name
                         label = f"{label} ({where.removesuffix(chr(39) + 's frame')})"
@@ -2376,27 +2537,44 @@ def _gather(scopes):
                     continue
                 seen.add(id(obj))
     inner = {id(m) for _, root in modules for m in list(root.modules())[1:]}
-    return tensors, [(n, m) for n, m in modules if id(m) not in inner], optimizers
+    return tensors, [(n, m) for n, m in modules if id(m) not in inner], optimizers, unreadable
+
+
+# --- 06_any_layer_any_node.ipynb, cell 135 ---
+# @title Where the error was raised, and what the optimizers hold
+import os
+
+import torch
+from torch import nn
+
+
+def _frame_text(error, frame, own):
+    """'function (file, line N)': torch's files from torch/, others by name."""
+    path = frame.f_code.co_filename
+    path = ("torch/" + path[len(_TORCH_DIR):].replace(os.sep, "/") if own
+            else os.path.basename(path))
+    return f"{frame.f_code.co_name} ({path}, line {_raised_at(error, frame)})"
 
 
 def _raised_in(error, roots):
-    """Where in torch the error was raised, and on which of your modules (the
-    innermost frame whose `self` or `module` is one): (text, module name)."""
+    """Where the error was raised (the innermost frame, torch's or not), on
+    which of your modules (the innermost frame whose `self` or `module` is
+    one), and the innermost frame of torch's: (text, module name, torch's)."""
     frames = _frames(error)
-    torch_frames = [f for f, own in frames if own]
-    if not torch_frames:
-        return "", ""
-    frame = torch_frames[-1]
-    path = frame.f_code.co_filename[len(_TORCH_DIR):].replace(os.sep, "/")
-    where = f"{frame.f_code.co_name} (torch/{path}, line {frame.f_lineno})"
+    if not frames:
+        return "", "", ""
+    where = _frame_text(error, *frames[-1])
+    in_torch = [f for f, own in frames if own]
+    torch_where = _frame_text(error, in_torch[-1], True) if in_torch else ""
     names = {id(m): ".".join(filter(None, [root_name, path]))
              for root_name, root in roots for path, m in root.named_modules()}
-    for frame in reversed(torch_frames):
+    for frame, _ in reversed(frames):
         held = [frame.f_locals.get(k) for k in ("self", "module")]
-        name = next((names[id(m)] for m in held if id(m) in names), None)
-        if name:
-            return f"{where}, in {name} ({type(held[0] if id(held[0]) in names else held[1]).__name__})", name
-    return where, ""
+        found = next((m for m in held if id(m) in names), None)
+        if found is not None:
+            return f"{where}, in {names[id(found)]} ({type(found).__name__})", \
+                names[id(found)], torch_where
+    return where, "", torch_where
 
 
 def _optimizer_findings(optimizers, names):
@@ -2421,8 +2599,9 @@ def _optimizer_findings(optimizers, names):
     return stale, orphans
 
 
-# --- 06_any_layer_any_node.ipynb, cell 130 ---
+# --- 06_any_layer_any_node.ipynb, cell 136 ---
 # @title doctor, and the IPython extension that calls it
+import re
 import sys
 
 import torch
@@ -2441,12 +2620,12 @@ def doctor(error, namespace=None):
     try:
         return _examine(error, namespace, message)
     except Exception as failure:          # never raise over the reader's own error
-        return Checkup(message, "", "unknown", (), FIXES["unknown"], "", (),
+        return Checkup(message, "", "unknown", (), DOCTOR_FIXES["unknown"], "", (),
                        (f"the examination stopped: {type(failure).__name__}: {failure}",))
 
 
 def _examine(error, namespace, message):
-    tensors, roots, optimizers = _gather(_scopes(error, namespace))
+    tensors, roots, optimizers, unreadable = _gather(_scopes(error, namespace))
     named = nn.ModuleDict()
     for name, module in roots:
         if name and "." not in name and name not in named and not hasattr(nn.ModuleDict, name):
@@ -2458,10 +2637,13 @@ def _examine(error, namespace, message):
                  f"{len(roots)} model(s){listed(roots)}",
                  f"{len(optimizers)} optimizer(s){listed(optimizers)}")
     not_seen = ["objects held only outside Python, or by functions still running "
-                "(pass their locals() as the namespace)"]
+                "(pass their locals() as the namespace)",
+                "your data (batches, ids, index tensors), files and configs, and the order "
+                "of your loop's steps: the doctor reads objects, not how they were made",
+                *unreadable]
     stale, orphans = _optimizer_findings(optimizers, names)
     reading = read_message(_error_text(error))         # the frames decide where
-    raised_in, failing = _raised_in(error, roots)
+    raised_in, failing, torch_where = _raised_in(error, roots)
     failing_outputs = _backward_outputs(error)
     in_backward = bool(failing_outputs)
     if reading.kind == "shape":
@@ -2482,15 +2664,23 @@ def _examine(error, namespace, message):
         first = lambda p: not (failing and (p.module + ".").startswith(failing + "."))
         real = [str(p) for p in sorted(problems, key=first) if p.kind != "unchecked"]
         not_seen += [str(p) for p in problems if p.kind == "unchecked"]
-        in_average = "swa_utils" in raised_in
-        in_optimizer = "torch/optim/" in raised_in and not in_average
+        in_average = "swa_utils" in torch_where or reading.where == "average"
+        in_optimizer = "torch/optim/" in torch_where and not in_average
         old_grads = [str(p) for p in problems if p.tensor.endswith(".grad")]
         hooks = _hook_findings(list(named.named_parameters()))
         averages = _average_findings(roots)
-        module = _failing_module(error)
+        module, function = _failing_module(error)
         sized = (_sized_tensors(module, failing or type(module).__name__,
-                                (reading.fields["got"], reading.fields["expected"]))
+                                (reading.fields["got"], reading.fields["expected"]), function)
                  if reading.kind == "broadcast" and module is not None else [])
+        text = str(error)
+        held = (_held_graphs(failing_outputs, roots)
+                if reading.kind == "second backward" else [])
+        computed = (_reparametrized(roots) if re.search(
+            r"non-leaf|graph leaves|second time", text) else [])
+        frozen = _frozen(roots) if re.search(r"require[sd]? grad", text) else []
+        mixed = (_mixed(module, failing or type(module).__name__) if module is not None
+                 and re.search(r"dtype|[Dd]ouble|[Ff]loat|[Hh]alf|device", text) else [])
         after_forward = in_backward or in_optimizer           # the step, not the forward
         changed = _changed_records(failing_outputs or [t for _, t in tensors], names) \
             if after_forward else []
@@ -2510,15 +2700,20 @@ def _examine(error, namespace, message):
             cause, fix, findings = "old grad", FIXES["old grad"], old_grads + changed + findings
         elif given:
             cause, fix, findings = "kept tensor", FIXES["kept tensor"], given + findings
+        elif held and "module keeps" in held[0]:
+            cause, fix, findings = "kept tensor", FIXES["kept tensor"], held + computed + findings
+        elif computed and not reading.kind == "second backward":
+            cause, fix = "prune reparametrization", DOCTOR_FIXES["prune reparametrization"]
+            findings = computed + findings
         elif views:
             cause, fix, findings = "forward error", FIXES["forward error"], views + findings
-        elif (real or sized) and not after_forward:
+        elif real and not after_forward:
             cause, fix, findings = "forward error", FIXES["forward error"], sized + findings
-        else:
+        else:                    # nothing seen decides: what the text says, and the leads
             cause = "unknown" if reading.kind == "unknown" else reading.cause
-            fix = (FIXES["unknown"] if reading.kind == "unknown" else reading.likely)
-            findings = findings or ["nothing in your modules or optimizers disagrees "
-                                    "with itself"]
+            fix = DOCTOR_FIXES["unknown"] if reading.kind == "unknown" else reading.likely
+            findings = sized + held + computed + frozen + mixed + findings or [
+                "nothing in your modules or optimizers disagrees with itself"]
     return Checkup(message, raised_in, cause, tuple(dict.fromkeys(findings)), fix,
                    READ.get(cause, ""),
                    looked_at, tuple(not_seen))

@@ -89,7 +89,7 @@ def test_loaded_as_an_extension_it_reads_test1_and_says_nothing_of_test2_and_tes
 def checkup_of(run, namespace):
     try:
         run()
-    except (RuntimeError, IndexError) as error:
+    except (RuntimeError, IndexError, ValueError) as error:
         return ch.doctor(error, namespace)
     pytest.fail("it did not fail")
 
@@ -310,7 +310,7 @@ def test_an_average_copy_made_before_the_cut_is_compared_with_its_model():
            "copy was made before the cut" in checkup.findings
 
 
-def test_a_broadcast_in_a_forward_names_the_tensors_of_both_sizes_in_the_module_that_raised():
+def test_a_broadcast_in_a_forward_names_the_tensors_of_both_sizes_as_a_lead_not_a_verdict():
     class Head(nn.Module):
         def __init__(self):
             super().__init__()
@@ -323,11 +323,104 @@ def test_a_broadcast_in_a_forward_names_the_tensors_of_both_sizes_in_the_module_
     head = Head()
     head.decoder = nn.Linear(8, 12, bias=False)          # two classes added, bias left
     checkup = checkup_of(lambda: head(torch.randn(3, 8)), {"head": head})
-    assert checkup.cause == "forward error"
+    # two tensors of the two sizes do not say that one was left uncut: they may
+    # never have been meant to meet (tensors paired by position, a residual)
+    assert checkup.cause == "cannot tell" and "a module's tensors" in checkup.fix
     assert checkup.findings[0] == (
         "in head (Head), whose forward raised, the tensors of size 12 or 10: bias is [10]; "
-        "decoder.weight is [12, 8]: the operation combined the two, so one of them was not "
-        "cut or resized")
+        "decoder.weight is [12, 8]: if the operation combined two of these, one was cut or "
+        "resized without the other, or they were never meant to meet")
+
+
+def test_where_it_was_raised_is_the_traceback_s_innermost_line_in_torch_or_not():
+    import traceback
+    layer = nn.Linear(100, 10)
+    x = 5 - layer(torch.ones(100)).sum()
+    x.backward()
+    layer.weight.data = layer.weight.data[:, :90]
+    x = 5 - layer(torch.ones(90)).sum()
+    checkup = checkup_of(x.backward, {"layer": layer, "x": x})
+    error = pytest.raises(RuntimeError, x.backward).value
+    last = traceback.extract_tb(error.__traceback__)[-1]
+    assert checkup.raised_in == f"{last.name} (torch/autograd/graph.py, line {last.lineno})"
+
+    @torch.no_grad()
+    def keep_columns(weight, keep):                    # a decorator of torch's around it
+        return weight[:, keep]
+    checkup = checkup_of(lambda: keep_columns(torch.ones(4, 3), torch.tensor([5])), {})
+    assert checkup.raised_in.startswith("keep_columns (test_doctor.py, line ")
+
+
+def test_under_prune_a_copy_or_an_optimizer_of_the_computed_weight_is_named():
+    import copy
+    net = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))
+    prune.l1_unstructured(net[0], "weight", amount=0.4)
+    for run in (lambda: copy.deepcopy(net), lambda: torch.optim.SGD([net[0].weight], lr=0.1)):
+        checkup = checkup_of(run, {"net": net})
+        assert not any("examination stopped" in line for line in checkup.not_seen)
+        assert checkup.cause == "prune reparametrization"
+        assert checkup.findings[0].startswith("net.0.weight is computed by torch.nn.utils.prune")
+
+
+def test_after_a_second_backward_a_graph_a_module_keeps_is_named_or_the_freed_nodes_told():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 3)
+            self.scaled = self.linear.weight * 2           # computed once: a graph kept
+
+        def forward(self, x):
+            return x @ self.scaled.t()
+    scaled = Scaled()
+    scaled(torch.ones(2, 4)).sum().backward()
+    loss = scaled(torch.ones(2, 4)).sum()
+    checkup = checkup_of(loss.backward, {"scaled": scaled, "loss": loss})
+    assert checkup.cause == "kept tensor"
+    assert checkup.findings[0].startswith("scaled.scaled is a tensor with a graph (MulBackward0) "
+                                          "that its module keeps from step to step")
+
+    rnn = nn.GRU(5, 7, batch_first=True)
+    state = torch.zeros(1, 2, 7)
+    for step in range(2):
+        out, state = rnn(torch.randn(2, 4, 5), state)        # not detached
+        if step == 0:
+            out.sum().backward()
+    checkup = checkup_of(out.sum().backward, {"rnn": rnn, "state": state})
+    assert checkup.cause == "cannot tell" and "a tensor made in an earlier step" in checkup.fix
+    assert checkup.findings[0].startswith("this backward reached ")
+    assert "a hidden state not detached between batches" in checkup.findings[0]
+
+
+def test_an_ema_that_pairs_by_position_is_named_when_prune_reorders_the_parameters():
+    class Ema(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.module = copy.deepcopy(model)
+
+        @torch.no_grad()
+        def update(self, model, decay=0.9):
+            for mine, theirs in zip(self.module.parameters(), model.parameters()):
+                mine.mul_(decay).add_(theirs, alpha=1 - decay)
+    import copy
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 2, 3))
+    ema = Ema(model)
+    prune.l1_unstructured(model[0], "weight", amount=0.3)      # no shape changes
+    checkup = checkup_of(lambda: ema.update(model), {"model": model, "ema": ema})
+    assert checkup.cause == "average copy" and checkup.raised_in.startswith("update (")
+    assert any(line.startswith("ema.module and model list other parameters, or in another "
+                               "order (model has 0.weight_orig where the copy has 0.weight)")
+               for line in checkup.findings)
+
+
+def test_frozen_parameters_and_mixed_dtypes_are_listed_when_the_message_is_about_them():
+    net = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    net[0].requires_grad_(False)
+    checkup = checkup_of(lambda: net[0].weight.register_hook(lambda g: g), {"net": net})
+    assert "2 parameter(s) of net do not require grad: 0.weight, 0.bias" in checkup.findings
+    net[1].weight.data = net[1].weight.data.double()
+    checkup = checkup_of(lambda: net(torch.ones(3)), {"net": net})
+    assert checkup.findings[0] == ("net.1 (Linear) mixes dtypes or devices: weight is float64 "
+                                   "on cpu; bias is float32 on cpu")
 
 
 def test_every_section_the_doctor_sends_to_is_a_title_or_heading_of_that_chapter():
@@ -343,4 +436,4 @@ def test_every_section_the_doctor_sends_to_is_a_title_or_heading_of_that_chapter
                         if cell.cell_type == "markdown" for line in cell.source.splitlines()
                         if line.startswith("#")]
             assert any(h.startswith(title) for h in headings), (cause, part)
-    assert set(ch.READ) <= set(ch.FIXES) | set(ch.CAUSES)     # causes the doctor gives
+    assert set(ch.READ) <= set(ch.FIXES) | set(ch.CAUSES) | set(ch.DOCTOR_FIXES)   # its causes

@@ -31,8 +31,8 @@ from docutils.nodes import make_id
 from tools.book import BOOK, ROOT, torch_pin
 
 CHAPTER = BOOK / "06_any_layer_any_node.ipynb"
-RULES_CELLS = ("message-rules", "message-rules-forward", "node-rules", "message-causes",
-               "read-message")
+RULES_CELLS = ("message-rules", "message-rules-forward", "message-rules-more", "node-rules",
+               "message-causes", "read-message")
 OUTPUT = BOOK / "_static" / "triage_rules.js"
 HEADER = ("// Written by `python -m tools.triage` (make generate) from chapter 6's rules\n"
           "// cells and the derivatives.yaml of torch {torch}; not edited by hand.\n")
@@ -217,7 +217,7 @@ def held_out_lines(path, held_out, read, first, repeated=()):
         f"{first['rules_of']}: " + ", ".join(f"{first[v]} {v}" for v in VERDICTS)
         + f" of {len(held_out)}. " + (
             f"{len(repeated)} of them repeat a report or a message of the corpus or of an "
-            f"earlier round, so were not out of sample for the text: "
+            f"earlier round, so are not out of sample for the text: "
             + ", ".join(f"`{i}`" for i in repeated) + ". " if repeated else "") + (
             "The rules were then corrected for the classes of error that score showed, so "
             "the table below, with today's rules, is no longer out of sample."

@@ -206,7 +206,8 @@
                     "In order, most likely first, each with the one check that tells it apart:"]),
        list].concat(reading.ask ? [el("p", {"class": "triage-ask"},
         ["Paste the whole traceback, not only the last line: where the error was raised "
-         + "(optimizer.step(), backward(), a forward pass, an EMA update) decides."])] : [])
+         + "(optimizer.step(), backward(), a forward pass, a hook, an EMA update) narrows "
+         + "this list, and decides where one cause is left."])] : [])
       .concat([el("p", {"class": "triage-doctor"},
         ["Or let the doctor look at your objects: run %load_ext pruning_doctor in your "
          + "notebook (chapter 6 says how to install it), then run the failing cell again."])])));

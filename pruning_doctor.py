@@ -2378,10 +2378,18 @@ def _held_graphs(outputs, roots):
             for root_name, root in roots for path, module in root.named_modules()
             for key, value in vars(module).items()
             if isinstance(value, torch.Tensor) and value.grad_fn is not None]
+    # this backward frees what it goes through, newest first (by sequence number):
+    # a freed node older than every node it has not reached yet was freed before
+    # it; if it reached them all, the oldest freed node is the one it stopped at
+    waiting = [node._sequence_nr() for node in _nodes(outputs) if saved(node) == "kept"]
+    oldest = min(node._sequence_nr() for node in freed)
+    older = lambda node: (node._sequence_nr() < min(waiting) if waiting
+                          else node._sequence_nr() == oldest)
     lines = [f"{label} is a tensor with a graph ({type(tensor.grad_fn).__name__}) that its "
              "module keeps from step to step, and an earlier backward freed that graph"
              for label, tensor in kept
-             if any(saved(node) == "freed" for node in _nodes([tensor], limit=2_000))]
+             if any(saved(node) == "freed" and older(node)
+                    for node in _nodes([tensor], limit=2_000))]
     return lines or [f"this backward reached {len(freed)} node(s) whose saved tensors were "
                      f"freed ({type(freed[0]).__name__}): a tensor made in an earlier step and "
                      "used again (a hidden state not detached between batches), or a second "
@@ -2411,10 +2419,14 @@ def _frozen(roots):
     return lines
 
 
-def _mixed(module, label):
-    """A line if the floating tensors of `module` differ in dtype or device."""
-    held = [(n, t) for n, t in [*module.named_parameters(), *module.named_buffers()]
-            if t.is_floating_point()]
+def _mixed(error, module, label):
+    """A line if the floating tensors of `module`, and those its raising frame
+    was given, differ in dtype or device."""
+    given = next((f.f_locals for f, _ in reversed(_frames(error))
+                  if f.f_locals.get("self") is module), {})
+    held = [(n, t) for n, t in [*given.items(), *module.named_parameters(),
+                                *module.named_buffers()]
+            if isinstance(t, torch.Tensor) and t.is_floating_point()]
     if len({(t.dtype, t.device) for _, t in held}) < 2:
         return []
     return [f"{label} ({type(module).__name__}) mixes dtypes or devices: " + "; ".join(
@@ -2451,6 +2463,10 @@ DOCTOR_FIXES = {
         "(weight_orig * weight_mask), a tensor with a graph and not a Parameter: give "
         "weight_orig to an optimizer (or model.parameters()), and call prune.remove("
         "module, 'weight') before copying, saving or reading the weight outside a forward"),
+    "average order": (
+        "the averaged copy and the model do not hold the same parameters in the same "
+        "order (under torch.nn.utils.prune, weight_orig comes after bias): pair their "
+        "tensors by name, or prune the copy the same way"),
     "unknown": (
         "no cause this book names fits what was seen. The general method: find the "
         "operation the message names, the tensors it was given (shapes, dtypes, devices) "
@@ -2679,7 +2695,7 @@ def _examine(error, namespace, message):
         computed = (_reparametrized(roots) if re.search(
             r"non-leaf|graph leaves|second time", text) else [])
         frozen = _frozen(roots) if re.search(r"require[sd]? grad", text) else []
-        mixed = (_mixed(module, failing or type(module).__name__) if module is not None
+        mixed = (_mixed(error, module, failing or type(module).__name__) if module is not None
                  and re.search(r"dtype|[Dd]ouble|[Ff]loat|[Hh]alf|device", text) else [])
         after_forward = in_backward or in_optimizer           # the step, not the forward
         changed = _changed_records(failing_outputs or [t for _, t in tensors], names) \
@@ -2691,7 +2707,10 @@ def _examine(error, namespace, message):
         if stale and in_optimizer:
             cause, fix = "optimizer state", FIXES["optimizer state"]
         elif averages and in_average:
-            cause, fix, findings = "average copy", CAUSES["average copy"][0], averages + findings
+            cause, findings = "average copy", averages + findings
+            fix = (DOCTOR_FIXES["average order"] if any(" in another order " in line
+                                                        for line in averages)
+                   else CAUSES["average copy"][0])
         elif in_backward and hooks:
             cause, fix, findings = "hook", FIXES["hook"], hooks + findings
         elif in_backward and changed:

@@ -419,8 +419,8 @@ def test_frozen_parameters_and_mixed_dtypes_are_listed_when_the_message_is_about
     assert "2 parameter(s) of net do not require grad: 0.weight, 0.bias" in checkup.findings
     net[1].weight.data = net[1].weight.data.double()
     checkup = checkup_of(lambda: net(torch.ones(3)), {"net": net})
-    assert checkup.findings[0] == ("net.1 (Linear) mixes dtypes or devices: weight is float64 "
-                                   "on cpu; bias is float32 on cpu")
+    assert checkup.findings[0] == ("net.1 (Linear) mixes dtypes or devices: input is float32 "
+                                   "on cpu; weight is float64 on cpu; bias is float32 on cpu")
 
 
 def test_every_section_the_doctor_sends_to_is_a_title_or_heading_of_that_chapter():

@@ -2434,6 +2434,74 @@ def _mixed(error, module, label):
 
 
 # --- 06_any_layer_any_node.ipynb, cell 134 ---
+# @title And last: a checkpoint against the model it was loading into, and models that should match
+import math
+
+import torch
+from torch import nn
+
+
+def _checkpoint_findings(error):
+    """Lines comparing the state dict a failed load_state_dict was given with
+    the module it was loading into (read from that frame): names that differ
+    only by a wrapper's 'module.' level or by prune's _orig and _mask, and
+    shapes that differ, with which side is larger. And the fix they point to."""
+    frame = next((f for f, _ in reversed(_frames(error)) if f.f_code.co_name == "load_state_dict"
+                  and isinstance(f.f_locals.get("self"), nn.Module)
+                  and hasattr(f.f_locals.get("state_dict"), "keys")), None)
+    if frame is None:
+        return [], ""
+    label = type(frame.f_locals["self"]).__name__
+    mine, theirs = frame.f_locals["self"].state_dict(), frame.f_locals["state_dict"]
+    missing, extra = [k for k in mine if k not in theirs], [k for k in theirs if k not in mine]
+    unwrap = lambda key: ".".join(p for p in key.split(".") if p != "module")
+    unprune = lambda key: None if key.endswith("_mask") else key.removesuffix("_orig")
+    lines, fix = [], ""
+    if missing or extra:
+        lines.append(f"the checkpoint has {', '.join(extra[:3]) or 'no key the model lacks'} "
+                     f"where {label} has {', '.join(missing[:3]) or 'no key the checkpoint lacks'}")
+        if {unwrap(k) for k in mine} == {unwrap(k) for k in theirs}:
+            fix = ("the names differ only by a wrapper's 'module.' level (DataParallel, "
+                   "DistributedDataParallel): load into the same wrapping as was saved, or "
+                   "rename the keys")
+        elif {unprune(k) for k in mine} - {None} == {unprune(k) for k in theirs} - {None}:
+            fix = ("one side was saved under torch.nn.utils.prune (weight_orig and weight_mask): "
+                   "call prune.remove before saving, or apply the same pruning before loading")
+    sized = [(k, list(theirs[k].shape), list(mine[k].shape)) for k in mine
+             if k in theirs and hasattr(theirs[k], "shape") and theirs[k].shape != mine[k].shape]
+    if sized:
+        smaller = sum(math.prod(a) < math.prod(b) for _, a, b in sized)
+        lines.append(f"{len(sized)} tensor(s) of other shapes: " + "; ".join(
+            f"{k} is {a} in the checkpoint, {b} in {label}" for k, a, b in sized[:3]))
+        fix = fix or ("the checkpoint's tensors are " + (
+            "smaller: a pruned checkpoint into a model of the old widths; build the model "
+            "at the checkpoint's widths (saved beside it) before loading" if smaller == len(sized)
+            else "larger: a checkpoint of other widths (unpruned, or another head) into a "
+            "pruned or resized model; load before pruning, or leave out (or adapt) those "
+            "tensors" if smaller == 0 else "of other widths, some larger, some smaller: "
+            "a checkpoint of another configuration; build the model it was saved from"))
+    return lines, fix
+
+
+def _siblings(roots):
+    """Lines naming the parameters whose shapes differ between two of your models
+    that have the same modules (ensemble members, a teacher and its student)."""
+    lines, layouts = [], [(label, root, [n for n, _ in root.named_modules()])
+                          for label, root in roots]
+    for i, (label, root, layout) in enumerate(layouts):
+        for other_label, other, other_layout in layouts[i + 1:]:
+            if layout != other_layout or len(layout) < 2:
+                continue
+            mine, theirs = dict(root.named_parameters()), dict(other.named_parameters())
+            differ = [n for n in mine if n in theirs and mine[n].shape != theirs[n].shape]
+            if differ:
+                lines.append(f"{label} and {other_label} have the same modules, but not the same "
+                             "shapes: " + "; ".join(f"{n} is {list(mine[n].shape)} and "
+                                                    f"{list(theirs[n].shape)}" for n in differ[:3]))
+    return lines[:4]
+
+
+# --- 06_any_layer_any_node.ipynb, cell 135 ---
 # @title The checkup: what the doctor gathers from your frames and namespace
 import os
 import sys
@@ -2455,14 +2523,16 @@ READ = {"stale accumulator": "chapter 3, What holds the old shape; chapter 4, Ev
         "mask changed": "chapter 6, Ties, caches and masks",
         "forward error": "chapter 6, Not about shapes, or not from backward",
         "optimizer state": "chapter 4, Every way out: The optimizer trap",
-        "prune reparametrization": "chapter 6, Saving and loading a pruned model"}
+        "prune reparametrization": "chapter 6, Saving and loading a pruned model",
+        "state dict": "chapter 6, Saving and loading a pruned model"}
 # the doctor's own texts: when prune computes the weight, and when nothing decides
 DOCTOR_FIXES = {
     "prune reparametrization": (
         "under torch.nn.utils.prune a module's weight is computed at each forward "
         "(weight_orig * weight_mask), a tensor with a graph and not a Parameter: give "
-        "weight_orig to an optimizer (or model.parameters()), and call prune.remove("
-        "module, 'weight') before copying, saving or reading the weight outside a forward"),
+        "weight_orig to an optimizer (or model.parameters()); to copy the model, run a "
+        "forward under torch.no_grad() first (the weight is then made without a graph), "
+        "or call prune.remove(module, 'weight') when the pruning is done"),
     "average order": (
         "the averaged copy and the model do not hold the same parameters in the same "
         "order (under torch.nn.utils.prune, weight_orig comes after bias): pair their "
@@ -2556,7 +2626,7 @@ def _gather(scopes):
     return tensors, [(n, m) for n, m in modules if id(m) not in inner], optimizers, unreadable
 
 
-# --- 06_any_layer_any_node.ipynb, cell 135 ---
+# --- 06_any_layer_any_node.ipynb, cell 136 ---
 # @title Where the error was raised, and what the optimizers hold
 import os
 
@@ -2615,7 +2685,7 @@ def _optimizer_findings(optimizers, names):
     return stale, orphans
 
 
-# --- 06_any_layer_any_node.ipynb, cell 136 ---
+# --- 06_any_layer_any_node.ipynb, cell 137 ---
 # @title doctor, and the IPython extension that calls it
 import re
 import sys
@@ -2695,6 +2765,8 @@ def _examine(error, namespace, message):
         computed = (_reparametrized(roots) if re.search(
             r"non-leaf|graph leaves|second time", text) else [])
         frozen = _frozen(roots) if re.search(r"require[sd]? grad", text) else []
+        loaded, load_fix = _checkpoint_findings(error)
+        siblings = _siblings(roots) if not real else []
         mixed = (_mixed(error, module, failing or type(module).__name__) if module is not None
                  and re.search(r"dtype|[Dd]ouble|[Ff]loat|[Hh]alf|device", text) else [])
         after_forward = in_backward or in_optimizer           # the step, not the forward
@@ -2717,6 +2789,8 @@ def _examine(error, namespace, message):
             cause, fix, findings = "recorded before the cut", FIXES["recorded before the cut"], changed + findings
         elif after_forward and old_grads:      # kept from a step before, or made by
             cause, fix, findings = "old grad", FIXES["old grad"], old_grads + changed + findings
+        elif loaded and load_fix:
+            cause, fix, findings = "state dict", load_fix, loaded + findings
         elif given:
             cause, fix, findings = "kept tensor", FIXES["kept tensor"], given + findings
         elif held and "module keeps" in held[0]:
@@ -2731,7 +2805,7 @@ def _examine(error, namespace, message):
         else:                    # nothing seen decides: what the text says, and the leads
             cause = "unknown" if reading.kind == "unknown" else reading.cause
             fix = DOCTOR_FIXES["unknown"] if reading.kind == "unknown" else reading.likely
-            findings = sized + held + computed + frozen + mixed + findings or [
+            findings = sized + loaded + held + computed + frozen + mixed + siblings + findings or [
                 "nothing in your modules or optimizers disagrees with itself"]
     return Checkup(message, raised_in, cause, tuple(dict.fromkeys(findings)), fix,
                    READ.get(cause, ""),

@@ -437,3 +437,29 @@ def test_every_section_the_doctor_sends_to_is_a_title_or_heading_of_that_chapter
                         if line.startswith("#")]
             assert any(h.startswith(title) for h in headings), (cause, part)
     assert set(ch.READ) <= set(ch.FIXES) | set(ch.CAUSES) | set(ch.DOCTOR_FIXES)   # its causes
+
+
+def test_a_failed_load_compares_the_checkpoint_with_the_model_it_was_loading_into():
+    net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
+    wrapped = {f"module.{k}": v for k, v in net.state_dict().items()}   # saved wrapped
+    checkup = checkup_of(lambda: net.load_state_dict(wrapped), {"net": net})
+    assert checkup.cause == "state dict" and "a wrapper's 'module.' level" in checkup.fix
+    assert checkup.findings[0].startswith("the checkpoint has module.0.weight, module.0.bias")
+    pruned = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
+    prune.l1_unstructured(pruned[0], "weight", amount=0.5)
+    checkup = checkup_of(lambda: net.load_state_dict(pruned.state_dict()), {"net": net})
+    assert "saved under torch.nn.utils.prune" in checkup.fix
+    small = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+    checkup = checkup_of(lambda: net.load_state_dict(small.state_dict()), {"net": net})
+    assert "smaller: a pruned checkpoint into a model of the old widths" in checkup.fix
+    assert "3 tensor(s) of other shapes: 0.weight is [5, 4] in the checkpoint, [6, 4] in " \
+           "Sequential" in checkup.findings[0]
+
+
+def test_models_with_the_same_modules_but_other_shapes_are_compared():
+    members = [nn.Sequential(nn.Linear(3, width), nn.Linear(width, 1)) for width in (5, 4)]
+    checkup = checkup_of(lambda: torch.stack([members[0][0].weight, members[1][0].weight]),
+                         {"members": members})
+    assert checkup.cause == "cannot tell"
+    assert "members[0] and members[1] have the same modules, but not the same shapes: 0.weight " \
+           "is [5, 3] and [4, 3]" in " ".join(checkup.findings)

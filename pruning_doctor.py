@@ -2501,6 +2501,15 @@ def _siblings(roots):
     return lines[:4]
 
 
+def _nonfinite(roots):
+    """Lines naming the parameters, and the gradients, that hold NaN or inf."""
+    found = [f"{'.'.join(filter(None, [label, name]))}{suffix} holds NaN or inf"
+             for label, root in roots for name, p in root.named_parameters()
+             for suffix, t in (("", p), (".grad", p.grad))
+             if t is not None and t.is_floating_point() and not torch.isfinite(t).all()]
+    return found[:6] + ([f"... and {len(found) - 6} more"] if len(found) > 6 else [])
+
+
 # --- 06_any_layer_any_node.ipynb, cell 135 ---
 # @title The checkup: what the doctor gathers from your frames and namespace
 import os
@@ -2763,10 +2772,11 @@ def _examine(error, namespace, message):
         held = (_held_graphs(failing_outputs, roots)
                 if reading.kind == "second backward" else [])
         computed = (_reparametrized(roots) if re.search(
-            r"non-leaf|graph leaves|second time", text) else [])
+            r"non-leaf|graph leaves|second time|has to be pruned", text) else [])
         frozen = _frozen(roots) if re.search(r"require[sd]? grad", text) else []
         loaded, load_fix = _checkpoint_findings(error)
         siblings = _siblings(roots) if not real else []
+        odd = _nonfinite(roots) if re.search(r"non-finite|\bnan\b|\binf\b", text, re.I) else []
         mixed = (_mixed(error, module, failing or type(module).__name__) if module is not None
                  and re.search(r"dtype|[Dd]ouble|[Ff]loat|[Hh]alf|device", text) else [])
         after_forward = in_backward or in_optimizer           # the step, not the forward
@@ -2805,7 +2815,8 @@ def _examine(error, namespace, message):
         else:                    # nothing seen decides: what the text says, and the leads
             cause = "unknown" if reading.kind == "unknown" else reading.cause
             fix = DOCTOR_FIXES["unknown"] if reading.kind == "unknown" else reading.likely
-            findings = sized + loaded + held + computed + frozen + mixed + siblings + findings or [
+            findings = (sized + loaded + held + computed + frozen + mixed + odd + siblings
+                        + findings) or [
                 "nothing in your modules or optimizers disagrees with itself"]
     return Checkup(message, raised_in, cause, tuple(dict.fromkeys(findings)), fix,
                    READ.get(cause, ""),

@@ -463,3 +463,15 @@ def test_models_with_the_same_modules_but_other_shapes_are_compared():
     assert checkup.cause == "cannot tell"
     assert "members[0] and members[1] have the same modules, but not the same shapes: 0.weight " \
            "is [5, 3] and [4, 3]" in " ".join(checkup.findings)
+
+
+def test_values_that_are_not_finite_are_listed_when_the_message_is_about_them():
+    net = nn.Sequential(nn.Linear(3, 2))
+    with torch.no_grad():
+        net[0].weight[1] = float("nan")
+    net(torch.ones(3)).sum().backward()
+    net[0].weight.grad[0, 0] = float("inf")
+    checkup = checkup_of(lambda: nn.utils.clip_grad_norm_(net.parameters(), 1.0,
+                                                         error_if_nonfinite=True), {"net": net})
+    assert list(checkup.findings[:2]) == ["net.0.weight holds NaN or inf",
+                                          "net.0.weight.grad holds NaN or inf"]

@@ -130,7 +130,8 @@ HELD_OUT = ROOT / "tests" / "data" / "triage_held-out.json"
 HELD_OUTS = [HELD_OUT, ROOT / "tests" / "data" / "triage_held-out-2.json",
              ROOT / "tests" / "data" / "triage_held-out-3.json",
              ROOT / "tests" / "data" / "triage_held-out-4.json",
-             ROOT / "tests" / "data" / "triage_held-out-5.json"]
+             ROOT / "tests" / "data" / "triage_held-out-5.json",
+             ROOT / "tests" / "data" / "triage_held-out-6.json"]
 SCORE = BOOK / "_generated" / "triage_score.md"
 # Each held-out set's first score, with the rules of the commit it names, and
 # whether a rule was corrected after it (tests/test_triage.py scores each commit again).

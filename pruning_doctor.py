@@ -1835,13 +1835,15 @@ def _link_problem(label, producer, consumer, through):
     via = f" (through {', '.join(through)})" if through else ""
     return ShapeProblem(
         label, f"{p_name} -> {c_name}", f"the output of {p_name}{via}", [out], [width],
-        f"{p_name} gives {out} features and {c_name} reads {width}: a cut of one "
-        f"side only. Cut both sides of the link (or neither).", "link")
+        f"{p_name} gives {out} features and {c_name} reads {width}: one side was cut, "
+        f"resized or built without the other. Make both sides agree (cut both, or "
+        f"neither).", "link")
 
 
 # --- 06_any_layer_any_node.ipynb, cell 96 ---
 # @title Following the data: along a Sequential, along a traced forward
 import torch
+import torch.fx
 from torch import nn
 
 def _chain(module, prefix=""):
@@ -2329,6 +2331,7 @@ def _average_findings(roots):
 # @title And more: graphs freed by an earlier backward, prune's computed weights, frozen and mixed tensors
 import torch
 from torch import nn
+from torch.nn.utils import prune      # not imported by torch itself
 
 
 def _nodes(outputs, limit=20_000):
@@ -2405,7 +2408,7 @@ def _reparametrized(roots):
             f"{hook._tensor_name}_orig)"
             for root_name, root in roots for path, module in root.named_modules()
             for hook in module._forward_pre_hooks.values()
-            if isinstance(hook, torch.nn.utils.prune.BasePruningMethod)]
+            if isinstance(hook, prune.BasePruningMethod)]
 
 
 def _frozen(roots):

@@ -475,3 +475,21 @@ def test_values_that_are_not_finite_are_listed_when_the_message_is_about_them():
                                                          error_if_nonfinite=True), {"net": net})
     assert list(checkup.findings[:2]) == ["net.0.weight holds NaN or inf",
                                           "net.0.weight.grad holds NaN or inf"]
+
+
+def test_in_a_fresh_process_it_needs_no_torch_module_imported_before_it():
+    """What the doctor reads through (prune's hooks, torch.fx) it imports
+    itself: the reader's notebook may never have imported them."""
+    code = textwrap.dedent("""\
+        import torch
+        import pruning_doctor
+        net = torch.nn.Linear(3, 2)
+        checkup = pruning_doctor.doctor(ValueError("can't optimize a non-leaf Tensor"),
+                                        {"net": net})
+        assert not any("examination stopped" in line for line in checkup.not_seen), checkup
+        print(checkup.cause)
+        """)
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "unknown"

@@ -123,19 +123,13 @@ def triage_rules(notebook=None):
 # --- the corpus of real messages, and how the readers score on it -------------
 
 CORPUS = ROOT / "tests" / "data" / "triage_corpus.json"
-# messages the rules were never written from, scored once, frozen (labelled
-# before they were read by the rules; tests/test_triage.py)
-HELD_OUT = ROOT / "tests" / "data" / "triage_held-out.json"
-# every held-out set, one per round, oldest first
-HELD_OUTS = [HELD_OUT, ROOT / "tests" / "data" / "triage_held-out-2.json",
-             ROOT / "tests" / "data" / "triage_held-out-3.json",
-             ROOT / "tests" / "data" / "triage_held-out-4.json",
-             ROOT / "tests" / "data" / "triage_held-out-5.json",
-             ROOT / "tests" / "data" / "triage_held-out-6.json"]
 SCORE = BOOK / "_generated" / "triage_score.md"
-# Each held-out set's first score, with the rules of the commit it names, and
-# whether a rule was corrected after it (tests/test_triage.py scores each commit again).
+# Each held-out set (messages the rules were never written from, frozen and
+# labelled before the rules read them), one per round, oldest first: its first
+# score, with the rules of the commit it names, and whether a rule was corrected
+# after it (tests/test_triage.py scores each commit again).
 FIRST_SCORE = BOOK / "_data" / "triage_first_score.json"
+HELD_OUTS = [ROOT / path for path in json.loads(FIRST_SCORE.read_text())]
 NODES = BOOK / "_generated" / "backward_nodes.md"
 VERDICTS = ("right", "cannot tell", "misleading", "silent")
 
@@ -215,8 +209,8 @@ def held_out_lines(path, held_out, read, first, repeated=()):
         f"**Held out, {first['round']}.** {len(held_out)} messages written by someone who had "
         f"not read the rules: {real} from public reports (each reproduced live where it "
         f"could be), {len(held_out) - real} made live on torch ({path.name}); each labelled "
-        f"with the book's causes before the rules read it. Their first score, with the rules of commit "
-        f"{first['rules_of']}: " + ", ".join(f"{first[v]} {v}" for v in VERDICTS)
+        f"with the book's causes before the rules read it. Their first score, with the "
+        f"rules of commit {first['rules_of']}: " + ", ".join(f"{first[v]} {v}" for v in VERDICTS)
         + f" of {len(held_out)}. " + (
             f"{len(repeated)} of them repeat a report or a message of the corpus or of an "
             f"earlier round, so are not out of sample for the text: "
